@@ -1,0 +1,5 @@
+"""The ``voicestream`` command line."""
+
+from voicestream.cli.app import app
+
+__all__ = ["app"]

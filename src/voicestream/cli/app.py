@@ -1,0 +1,130 @@
+"""Top-level commands: ``say``, ``voices``, ``models``, ``demo``, ``bench``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from voicestream.cli.progress import stderr, weights_progress
+
+app = typer.Typer(
+    help="Low-latency streaming speech for AI agents with Kokoro-82M.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+models_app = typer.Typer(help="Find, fetch and verify the Kokoro-82M weights.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+ModelDir = Annotated[
+    Path | None,
+    typer.Option("--model-dir", envvar="VOICESTREAM_MODEL_DIR", help="Directory with model.onnx and voices/*.bin."),
+]
+Device = Annotated[str, typer.Option("--device", help="Where the model runs: cpu or cuda.")]
+Variant = Annotated[str, typer.Option("--variant", help="Model precision: int8, fp16 or fp32 (offline bundle: int8).")]
+
+
+def load_engine(model_dir: Path | None, device: str = "cpu", variant: str = "int8"):  # noqa: ANN201
+    """Load the engine with a progress bar while weights are prepared; exit cleanly on a known error."""
+    from voicestream.engine import EngineError, KokoroEngine
+
+    try:
+        with weights_progress() as progress:
+            return KokoroEngine.load(model_dir, device=device, variant=variant, progress=progress)
+    except EngineError as error:
+        stderr.print(f"[red]error:[/red] {error.message}")
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def say(
+    text: Annotated[str, typer.Argument(help="What to say.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Audio file to write.")] = Path("out.wav"),
+    voice: Annotated[str, typer.Option(help="Kokoro voice (see `voicestream voices`).")] = "af_heart",
+    format: Annotated[
+        str | None, typer.Option("--format", help="pcm16, wav, mp3, aac, opus, flac or mulaw; default from the file suffix.")
+    ] = None,
+    speed: Annotated[float, typer.Option(help="Speaking rate, 0.5 to 2.0.")] = 1.0,
+    sample_rate: Annotated[int, typer.Option("--sample-rate", help="Output sample rate in Hz.")] = 24000,
+    model_dir: ModelDir = None,
+    device: Device = "cpu",
+) -> None:
+    """Synthesize TEXT to an audio file."""
+    from voicestream.audio import AudioError, create_encoder, format_for_path
+    from voicestream.engine import InvalidInputError
+
+    chosen = format or format_for_path(output)
+    try:
+        encoder = create_encoder(chosen, sample_rate=sample_rate, streaming=False)
+    except AudioError as error:
+        stderr.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+    engine = load_engine(model_dir, device)
+    try:
+        engine.check(text, voice, speed)
+    except InvalidInputError as error:
+        stderr.print(f"[red]error:[/red] {error.message}")
+        raise typer.Exit(2) from None
+    samples = 0
+    with output.open("wb") as out:
+        for chunk in engine.stream(text, voice, speed):
+            samples += chunk.size
+            out.write(encoder.encode(chunk))
+        out.write(encoder.finish())
+    if encoder.needs_header_rewrite:
+        output.write_bytes(encoder.finalize(output.read_bytes()))
+    stderr.print(f"Wrote {output} ({chosen}, {samples / engine.sample_rate:.3f} s, voice {voice}).")
+
+
+@app.command()
+def voices(model_dir: ModelDir = None) -> None:
+    """List the available voices."""
+    from voicestream.engine import EngineError, resolve_weights
+
+    try:
+        with weights_progress() as progress:
+            files = resolve_weights(model_dir, progress=progress)
+    except EngineError as error:
+        stderr.print(f"[red]error:[/red] {error.message}")
+        raise typer.Exit(2) from None
+    for name in files.voice_names():
+        typer.echo(name)
+
+
+@models_app.command("pull")
+def models_pull(model_dir: ModelDir = None, variant: Variant = "int8") -> None:
+    """Fetch and verify the weights now (Hub if reachable, else the offline bundle)."""
+    from voicestream.engine import EngineError, resolve_weights
+
+    try:
+        with weights_progress() as progress:
+            files = resolve_weights(model_dir, variant=variant, progress=progress)
+    except EngineError as error:
+        stderr.print(f"[red]error:[/red] {error.message}")
+        raise typer.Exit(2) from None
+    typer.echo(f"model:  {files.model_path}\nvoices: {files.voices_dir} ({len(files.voice_names())})\nsource: {files.source}")
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """Show which weights are cached and where each source stands."""
+    from voicestream.engine.weights import VARIANTS, _cache_dir, _cached, explicit_model_dir
+
+    explicit = explicit_model_dir()
+    typer.echo(f"explicit directory: {explicit or '(none: set --model-dir or VOICESTREAM_MODEL_DIR)'}")
+    for variant in VARIANTS:
+        cached = _cached(variant)
+        state = f"{cached.model_path} ({len(cached.voice_names())} voices)" if cached else "not cached"
+        typer.echo(f"{variant:5} {state}  [{_cache_dir(variant)}]")
+
+
+@app.command()
+def demo(
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the greeting.")] = Path("voicestream-demo.wav"),
+    model_dir: ModelDir = None,
+) -> None:
+    """Run voicestream on this machine (for now: synthesize a greeting to a WAV file)."""
+    say("Hello! This is voicestream, speaking with Kokoro on your own machine.", output=output, model_dir=model_dir)
+    typer.echo(f"Greeting written to {output.resolve()}")

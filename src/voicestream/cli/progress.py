@@ -1,0 +1,30 @@
+"""A progress bar for long weight preparation, shown on stderr."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+
+from voicestream.engine.weights import Progress as ProgressCallback
+
+stderr = Console(stderr=True)
+
+
+@contextmanager
+def weights_progress() -> Iterator[ProgressCallback]:
+    """Yield a callback for :func:`voicestream.engine.resolve_weights` that drives one bar per step."""
+    tasks: dict[str, TaskID] = {}
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+        console=stderr, transient=False,
+    ) as bars:
+
+        def update(description: str, done: int, total: int) -> None:
+            if description not in tasks:
+                tasks[description] = bars.add_task(description, total=total)
+            bars.update(tasks[description], completed=done, total=total)
+
+        yield update

@@ -1,0 +1,194 @@
+"""Kokoro-82M on ONNX Runtime: load, phonemize, infer, trim; audio comes out piece by piece.
+
+A request's text is cut into sentences (the text layer's chunker), and each sentence into
+batches within the model's 510-phoneme window, so the first audio of a long block costs
+no more than its first sentence alone. Callers that schedule work themselves (the server)
+use :meth:`KokoroEngine.plan` and :meth:`KokoroEngine.render`; scripts use
+:meth:`KokoroEngine.stream` or :meth:`KokoroEngine.synthesize`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from voicestream.engine.errors import (
+    DeviceUnavailableError,
+    EmptyTextError,
+    InvalidSpeedError,
+    TextTooLongError,
+    UnknownVoiceError,
+)
+from voicestream.engine.phonemes import Phonemizer, split_phonemes
+from voicestream.engine.silence import PAUSE_AFTER_CLAUSE_S, PAUSE_AFTER_SENTENCE_S, trim_silence
+from voicestream.engine.voices import VoiceBank
+from voicestream.engine.weights import ModelFiles, Progress, resolve_weights
+from voicestream.text import IncrementalSentenceChunker
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 24_000
+MIN_SPEED, MAX_SPEED = 0.5, 2.0
+DEFAULT_VOICE = "af_heart"
+DEFAULT_MAX_TEXT_CHARS = 20_000
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One unit of synthesis: at most 510 phonemes, rendered by a single model run.
+
+    ``first`` and ``last`` say where the piece sits in its request, so that silence is
+    trimmed only where two pieces meet and a natural pause is put back there.
+    """
+
+    text: str
+    phonemes: str
+    first: bool
+    last: bool
+    pause_before_s: float = 0.0
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of a complete text, as the streaming chunker would release them."""
+    chunker = IncrementalSentenceChunker()
+    sentences = chunker.feed(text)
+    rest = chunker.flush()
+    return [*sentences, rest] if rest else sentences
+
+
+def _providers(device: str) -> list[str]:
+    import onnxruntime as ort
+
+    if device not in DEVICES:
+        raise DeviceUnavailableError(f"Unknown device {device!r}; choose one of {', '.join(DEVICES)}.")
+    if device == "cuda":
+        if "CUDAExecutionProvider" in ort.get_available_providers():
+            return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        log.warning(
+            "CUDA was requested but this onnxruntime has no CUDAExecutionProvider "
+            "(install voicestream[cuda] on a machine with an NVIDIA GPU); running on the CPU."
+        )
+    return ["CPUExecutionProvider"]
+
+
+class KokoroEngine:
+    """The speech model, shared by every session of a server.
+
+    Model runs are serialised by a lock: on a CPU one run already uses every core, and on a
+    GPU interleaving runs only adds memory. Fairness between requests is the server's job.
+    """
+
+    sample_rate = SAMPLE_RATE
+
+    def __init__(self, files: ModelFiles, device: str = "cpu", max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = int(os.environ.get("VOICESTREAM_THREADS", os.cpu_count() or 1))
+        options.log_severity_level = 3
+        self.files = files
+        self.max_text_chars = max_text_chars
+        self._session = ort.InferenceSession(str(files.model_path), options, providers=_providers(device))
+        self.providers: list[str] = self._session.get_providers()
+        self.device = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
+        inputs = {i.name: i for i in self._session.get_inputs()}
+        self._tokens_input = "input_ids" if "input_ids" in inputs else "tokens"
+        self._speed_dtype = np.int32 if "int" in inputs["speed"].type else np.float32
+        self._phonemizer = Phonemizer()
+        self._voices = VoiceBank(files.voices_dir)
+        self._run_lock = threading.Lock()
+
+    @classmethod
+    def load(
+        cls,
+        model_dir: Path | str | None = None,
+        device: str = "cpu",
+        variant: str = "int8",
+        progress: Progress | None = None,
+        warm_up: bool = True,
+    ) -> KokoroEngine:
+        """Resolve the weights, build the session and (by default) warm it up once."""
+        engine = cls(resolve_weights(model_dir, variant, progress), device=device)
+        if warm_up:
+            engine.synthesize("Warm up.", DEFAULT_VOICE if DEFAULT_VOICE in engine.voices else engine.voices[0])
+        return engine
+
+    @property
+    def voices(self) -> list[str]:
+        return self._voices.names
+
+    def check(self, text: str, voice: str, speed: float) -> None:
+        """Raise the typed error for the first thing wrong with a request, before any work starts."""
+        if not text or not text.strip():
+            raise EmptyTextError("The text is empty; send at least one word to speak.")
+        if len(text) > self.max_text_chars:
+            raise TextTooLongError(
+                f"The text has {len(text)} characters; at most {self.max_text_chars} are accepted in one request."
+            )
+        if voice not in self._voices:
+            raise UnknownVoiceError(f"Unknown voice {voice!r}. Available voices: {', '.join(self.voices)}.")
+        if not MIN_SPEED <= speed <= MAX_SPEED:
+            raise InvalidSpeedError(f"Speed {speed} is out of range; it must be between {MIN_SPEED} and {MAX_SPEED}.")
+
+    def plan(self, text: str) -> Iterator[Piece]:
+        """The pieces of ``text`` in speaking order, phonemized lazily one sentence at a time.
+
+        Laziness matters: phonemizing a long block up front would delay its first audio.
+        """
+        sentences = split_sentences(text)
+        for s_index, sentence in enumerate(sentences):
+            batches = split_phonemes(self._phonemizer.phonemize(sentence))
+            for b_index, phonemes in enumerate(batches):
+                first = s_index == 0 and b_index == 0
+                yield Piece(
+                    text=sentence,
+                    phonemes=phonemes,
+                    first=first,
+                    last=s_index == len(sentences) - 1 and b_index == len(batches) - 1,
+                    pause_before_s=0.0 if first else PAUSE_AFTER_CLAUSE_S if b_index else PAUSE_AFTER_SENTENCE_S,
+                )
+
+    def render(self, piece: Piece, voice: str, speed: float) -> np.ndarray:
+        """Run the model on one piece (blocking); silence trimmed where pieces meet."""
+        tokens = self._phonemizer.tokenize(piece.phonemes)
+        if not tokens:
+            return np.zeros(0, dtype=np.float32)
+        style = self._voices.style(voice, len(tokens))
+        feed = {
+            self._tokens_input: np.array([[0, *tokens, 0]], dtype=np.int64),
+            "style": style,
+            "speed": np.array([speed], dtype=self._speed_dtype),
+        }
+        with self._run_lock:
+            audio = np.asarray(self._session.run(None, feed)[0], dtype=np.float32).ravel()
+        audio = trim_silence(audio, self.sample_rate, head=not piece.first, tail=not piece.last)
+        if piece.pause_before_s:
+            audio = np.concatenate([np.zeros(int(piece.pause_before_s * self.sample_rate), np.float32), audio])
+        return audio
+
+    def stream(self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0) -> Iterator[np.ndarray]:
+        """Audio of ``text`` piece by piece (blocking)."""
+        self.check(text, voice, speed)
+        for piece in self.plan(text):
+            yield self.render(piece, voice, speed)
+
+    async def astream(self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0) -> AsyncIterator[np.ndarray]:
+        """Audio of ``text`` piece by piece; every blocking step runs in a worker thread."""
+        self.check(text, voice, speed)
+        pieces = self.plan(text)
+        while (piece := await asyncio.to_thread(next, pieces, None)) is not None:
+            yield await asyncio.to_thread(self.render, piece, voice, speed)
+
+    def synthesize(self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0) -> np.ndarray:
+        """The whole audio of ``text`` as one float32 array at 24 kHz."""
+        chunks = list(self.stream(text, voice, speed))
+        return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)

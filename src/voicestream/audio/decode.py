@@ -1,0 +1,49 @@
+"""Decoding any supported format back to float samples (for tests and client checks)."""
+
+import io
+
+import av
+import numpy as np
+
+from voicestream.audio.errors import AudioError, UnsupportedFormatError
+from voicestream.audio.factory import ENGINE_SAMPLE_RATE, SUPPORTED_FORMATS
+from voicestream.audio.pcm import FloatArray, mulaw_to_float, pcm16_to_float
+
+_DEMUXERS = {"wav": "wav", "mp3": "mp3", "aac": "mp4", "opus": "ogg", "flac": "flac"}
+
+
+def decode_audio(
+    data: bytes, format: str, sample_rate: int = ENGINE_SAMPLE_RATE
+) -> tuple[FloatArray, int]:
+    """Mono float32 samples and their rate.
+
+    Headerless formats (`pcm16`, `mulaw`) cannot say their rate, so `sample_rate` is taken
+    as given; the others report their own (FFmpeg decodes Opus at 48 kHz, always).
+    Decoded lengths are exact except where a streamed container cannot tell the decoder
+    what to trim: mp3 starts with LAME's 576-sample delay and aac with 1024 priming
+    samples, and both end padded to a whole frame.
+    """
+    if format == "pcm16":
+        return pcm16_to_float(data[: len(data) - len(data) % 2]), sample_rate
+    if format == "mulaw":
+        return mulaw_to_float(data), sample_rate
+    if format not in _DEMUXERS:
+        raise UnsupportedFormatError(format, SUPPORTED_FORMATS)
+    try:
+        return _decode_container(data, _DEMUXERS[format])
+    except av.FFmpegError as exc:
+        raise AudioError(f"cannot decode this {format} data") from exc
+
+
+def _decode_container(data: bytes, demuxer: str) -> tuple[FloatArray, int]:
+    with av.open(io.BytesIO(data), mode="r", format=demuxer) as container:
+        stream = container.streams.audio[0]
+        to_mono_float = av.AudioResampler(format="flt", layout="mono")
+        frames: list[av.AudioFrame] = []
+        rate = stream.codec_context.sample_rate
+        for frame in container.decode(stream):
+            rate = frame.sample_rate
+            frames.extend(to_mono_float.resample(frame))
+        frames.extend(to_mono_float.resample(None))
+    chunks = [np.asarray(frame.to_ndarray(), dtype=np.float32).reshape(-1) for frame in frames]
+    return (np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)), rate

@@ -1,0 +1,40 @@
+"""Choosing an encoder from the request's `format` and `sample_rate`."""
+
+from voicestream.audio.container import CONTAINER_FORMATS, ContainerEncoder
+from voicestream.audio.encoder import StreamEncoder
+from voicestream.audio.errors import UnsupportedFormatError, UnsupportedSampleRateError
+from voicestream.audio.raw import MulawEncoder, Pcm16Encoder, WavEncoder
+
+SUPPORTED_FORMATS = ("pcm16", "wav", "mp3", "aac", "opus", "flac", "mulaw")
+SUPPORTED_SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)
+ENGINE_SAMPLE_RATE = 24000
+"""What Kokoro-82M produces, and so what encoders take by default."""
+
+_RAW_ENCODERS: dict[str, type[StreamEncoder]] = {
+    "pcm16": Pcm16Encoder,
+    "wav": WavEncoder,
+    "mulaw": MulawEncoder,
+}
+
+
+def create_encoder(
+    format: str,
+    sample_rate: int = ENGINE_SAMPLE_RATE,
+    input_rate: int = ENGINE_SAMPLE_RATE,
+    bitrate: int | None = None,
+) -> StreamEncoder:
+    """A fresh encoder for one stream.
+
+    `bitrate` (bits per second) applies to the lossy codecs (mp3, aac, opus); it is
+    ignored by the others. Raises `UnsupportedFormatError` or `UnsupportedSampleRateError`
+    for values outside `SUPPORTED_FORMATS` / `SUPPORTED_SAMPLE_RATES`.
+    """
+    if format not in SUPPORTED_FORMATS:
+        raise UnsupportedFormatError(format, SUPPORTED_FORMATS)
+    if sample_rate not in SUPPORTED_SAMPLE_RATES:
+        raise UnsupportedSampleRateError(sample_rate, SUPPORTED_SAMPLE_RATES)
+    if bitrate is not None and bitrate <= 0:
+        raise ValueError(f"bitrate must be a positive number of bits per second, got {bitrate}")
+    if format in _RAW_ENCODERS:
+        return _RAW_ENCODERS[format](sample_rate, input_rate)
+    return ContainerEncoder(CONTAINER_FORMATS[format], sample_rate, input_rate, bitrate)

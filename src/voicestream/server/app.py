@@ -1,0 +1,120 @@
+"""The speech server's Starlette app: the SageMaker container contract of PROTOCOL.md §1.
+
+The socket opens before the model is ready so that ``/ping`` can answer 503 while the
+weights load and warm up; requests that arrive meanwhile wait for readiness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from voicestream.engine import KokoroEngine
+from voicestream.protocol import ErrorCode, ErrorFrame
+from voicestream.server.http import error_response, invocations, openai_speech
+from voicestream.server.metrics import CONTENT_TYPE, ServerMetrics
+from voicestream.server.requests import SpeechService
+from voicestream.server.session import serve_session
+from voicestream.server.settings import ServerSettings
+
+log = logging.getLogger(__name__)
+
+
+class ServerState:
+    """The service once the model is ready; until then, an event to wait on."""
+
+    def __init__(self, settings: ServerSettings, metrics: ServerMetrics) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.ready = asyncio.Event()
+        self.service: SpeechService | None = None
+        self.failure: str | None = None
+
+    async def wait(self) -> SpeechService | None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.settings.ready_timeout_s):
+                await self.ready.wait()
+        return self.service
+
+
+async def ping(request: Request) -> Response:
+    state: ServerState = request.app.state.server
+    if state.service is None:
+        return JSONResponse({"status": "loading" if state.failure is None else "failed"}, status_code=503)
+    return JSONResponse({"status": "Healthy"})
+
+
+async def metrics(request: Request) -> Response:
+    return Response(request.app.state.server.metrics.render(), media_type=CONTENT_TYPE)
+
+
+def _needs_service(handler):  # noqa: ANN001, ANN202 - a Starlette endpoint decorator
+    async def endpoint(request: Request) -> Response:
+        service = await request.app.state.server.wait()
+        if service is None:
+            return error_response(ErrorCode.BUSY, "The model is not loaded yet; try again shortly.", 503)
+        request.app.state.service = service
+        return await handler(request)
+
+    return endpoint
+
+
+async def bidirectional_stream(websocket: WebSocket) -> None:
+    """Accept at once (SageMaker expects the upgrade well inside 250 ms), then wait for the model."""
+    await websocket.accept()
+    service = await websocket.app.state.server.wait()
+    if service is None:
+        frame = ErrorFrame(code=ErrorCode.BUSY, message="The model is not loaded yet; try again shortly.")
+        await websocket.send_text(frame.to_json())
+        await websocket.close(code=1013)
+        return
+    await serve_session(websocket, service)
+
+
+def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | None = None) -> Starlette:
+    """The app; pass ``engine`` to share an already loaded model (tests, benchmarks)."""
+    settings = settings or ServerSettings()
+    state = ServerState(settings, ServerMetrics())
+
+    async def load() -> None:
+        try:
+            loaded = engine or await asyncio.to_thread(
+                KokoroEngine.load, settings.model_dir, settings.device, settings.variant
+            )
+        except Exception as error:  # noqa: BLE001 - the server stays up and /ping tells the platform
+            state.failure = str(error)
+            log.error("The model failed to load: %s", error)
+            return
+        state.service = SpeechService(loaded, settings, state.metrics)
+        state.service.scheduler.start()
+        state.ready.set()
+        log.info("Kokoro-82M ready on %s", ", ".join(loaded.providers))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        loader = asyncio.create_task(load())
+        yield
+        loader.cancel()
+        if state.service is not None:
+            await state.service.scheduler.stop()
+
+    app = Starlette(
+        routes=[
+            Route("/ping", ping, methods=["GET"]),
+            Route("/invocations", _needs_service(invocations), methods=["POST"]),
+            Route("/v1/audio/speech", _needs_service(openai_speech), methods=["POST"]),
+            Route("/metrics", metrics, methods=["GET"]),
+            WebSocketRoute("/invocations-bidirectional-stream", bidirectional_stream),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.server = state
+    return app

@@ -1,0 +1,41 @@
+"""Prometheus metrics of one server; each app gets its own registry so tests stay independent."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+_LATENCY_BUCKETS = (0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+_RTF_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class ServerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.time_to_first_audio = Histogram(
+            "voicestream_time_to_first_audio_seconds",
+            "From a request's arrival to its first audio byte leaving the server.",
+            ["route"], buckets=_LATENCY_BUCKETS, registry=self.registry,
+        )
+        self.real_time_factor = Histogram(
+            "voicestream_real_time_factor",
+            "Model time divided by audio duration, per completed request.",
+            buckets=_RTF_BUCKETS, registry=self.registry,
+        )
+        self.active_sessions = Gauge(
+            "voicestream_active_sessions", "Open bidirectional sessions.", registry=self.registry
+        )
+        self.queue_depth = Gauge(
+            "voicestream_queue_depth", "Requests accepted and not yet fully synthesized.", registry=self.registry
+        )
+        self.requests = Counter(
+            "voicestream_requests_total", "Requests accepted, by route.", ["route"], registry=self.registry
+        )
+        self.errors = Counter(
+            "voicestream_errors_total", "Error answers, by protocol code.", ["code"], registry=self.registry
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

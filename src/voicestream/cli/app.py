@@ -128,3 +128,29 @@ def demo(
     """Run voicestream on this machine (for now: synthesize a greeting to a WAV file)."""
     say("Hello! This is voicestream, speaking with Kokoro on your own machine.", output=output, model_dir=model_dir)
     typer.echo(f"Greeting written to {output.resolve()}")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "0.0.0.0",
+    port: Annotated[int, typer.Option(help="Port (SageMaker uses 8080).")] = 8080,
+    device: Device = "cpu",
+    model_dir: ModelDir = None,
+    variant: Variant = "int8",
+    max_sessions: Annotated[int, typer.Option("--max-sessions", help="Open sessions beyond this get `busy`.")] = 64,
+    max_queue: Annotated[int, typer.Option("--max-queue", help="Queued requests beyond this get `busy`.")] = 256,
+    idle_timeout: Annotated[float, typer.Option("--idle-timeout", help="Close a session idle this many seconds.")] = 300.0,
+    stale_after: Annotated[
+        float, typer.Option("--stale-after", help="Refuse requests whose request_timestamp is older (seconds).")
+    ] = 60.0,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+) -> None:
+    """Run the speech server (the SageMaker container contract)."""
+    from voicestream.server import ServerSettings
+    from voicestream.server import serve as run_server
+
+    settings = ServerSettings(
+        host=host, port=port, device=device, model_dir=model_dir, variant=variant, max_sessions=max_sessions,
+        max_queue=max_queue, idle_timeout_s=idle_timeout, stale_after_s=stale_after,
+    )
+    run_server(settings, log_level=log_level)

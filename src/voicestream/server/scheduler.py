@@ -1,7 +1,8 @@
 """One engine, many listeners: which piece of which request the model renders next.
 
-The model renders one piece (a sentence, at most 510 phonemes) at a time. After each piece
-the scheduler picks the next one by urgency:
+The model renders one piece (a sentence, at most 510 phonemes) per run, single-threaded,
+and the scheduler keeps one run per core going. Each free worker takes the most urgent
+piece:
 
 1. a request that has produced no audio yet goes before one that has (first-chunk
    priority: one long monologue cannot starve a new session's first word);
@@ -9,15 +10,27 @@ the scheduler picks the next one by urgency:
    real-time playback from the first byte; a listener with nothing buffered is due now;
 3. then arrival order.
 
-Requests of one listener (a session, in order) are rendered in order; the next may start
-as soon as the previous one is fully rendered, while its audio is still being sent.
+A run cannot be interrupted, so priority alone would still make a new request wait for
+the pieces already running. Workers therefore come in two lanes, one worker per core in
+each: *first-audio* workers run at normal priority and take only a request's first piece;
+*steady* workers run at a lower OS priority (nice +10) and take only the pieces after it.
+A first piece then starts at once and gets nearly a whole core from the kernel, whatever
+else is rendering (measured: 0.78 s alone, 0.78 s beside two steady runs, 3.6 s beside two
+runs of equal priority).
+
+Pieces of one request are rendered in order; later requests of the same session may be
+rendered while earlier ones still render or send (the session keeps the wire order).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
@@ -69,6 +82,7 @@ class SynthesisJob:
     model_seconds: float = 0.0
     audio_seconds: float = 0.0
     seq: int = 0
+    rendering: bool = False
     _pieces: Iterator[Piece] | None = None
     _chunks: asyncio.Queue = field(default_factory=asyncio.Queue)
 
@@ -104,74 +118,103 @@ class SynthesisJob:
         self._chunks.put_nowait(item)
 
 
-class SynthesisScheduler:
-    """Runs the engine on one worker, always on the most urgent piece."""
+STEADY_NICENESS = 10
 
-    def __init__(self, engine: KokoroEngine, max_queue: int = 256) -> None:
+
+def _lower_priority() -> None:
+    """Executor initializer: make this worker thread yield the CPU to first-audio work."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), STEADY_NICENESS)
+
+
+class SynthesisScheduler:
+    """Runs the engine on a few workers, always on the most urgent piece."""
+
+    def __init__(self, engine: KokoroEngine, max_queue: int = 256, workers: int | None = None) -> None:
         self.engine = engine
         self.max_queue = max_queue
+        self.workers = workers or engine.parallel_runs
         self._jobs: list[SynthesisJob] = []
-        self._wakeup = asyncio.Event()
+        self._wakeup = asyncio.Condition()
         self._seq = itertools.count()
-        self._worker: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._first_audio_pool = ThreadPoolExecutor(self.workers, thread_name_prefix="first-audio")
+        self._steady_pool = ThreadPoolExecutor(
+            self.workers, thread_name_prefix="steady", initializer=_lower_priority
+        )
 
     @property
     def depth(self) -> int:
         """Requests accepted and not yet fully rendered."""
-        return len(self._jobs)
+        return sum(not job.finished for job in self._jobs)
 
     def start(self) -> None:
-        if self._worker is None:
-            self._worker = asyncio.get_running_loop().create_task(self._run(), name="synthesis-scheduler")
+        if self._tasks:
+            return
+        loop = asyncio.get_running_loop()
+        for index in range(self.workers):
+            self._tasks.append(loop.create_task(self._work(self._steady_pool, first_only=False), name=f"steady-{index}"))
+            self._tasks.append(loop.create_task(self._work(self._first_audio_pool, first_only=True), name=f"first-{index}"))
 
     async def stop(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
-            self._worker = None
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
         for job in self._jobs:
             job.cancel()
         self._jobs.clear()
+        self._first_audio_pool.shutdown(wait=False, cancel_futures=True)
+        self._steady_pool.shutdown(wait=False, cancel_futures=True)
 
     def submit(self, job: SynthesisJob) -> SynthesisJob:
         """Queue a request (already validated); raises :class:`BusyError` when the queue is full."""
-        if len(self._jobs) >= self.max_queue:
-            raise BusyError(f"The server has {len(self._jobs)} requests waiting; try again shortly.")
+        if self.depth >= self.max_queue:
+            raise BusyError(f"The server has {self.depth} requests waiting; try again shortly.")
         job.seq = next(self._seq)
         self._jobs.append(job)
-        self._wakeup.set()
+        asyncio.get_running_loop().create_task(self._notify())
         return job
 
-    def _next_job(self) -> SynthesisJob | None:
-        """The most urgent job among the first unfinished job of each listener."""
+    async def _notify(self) -> None:
+        async with self._wakeup:
+            self._wakeup.notify_all()
+
+    def _next_job(self, first_only: bool) -> SynthesisJob | None:
+        """The most urgent job that no worker is rendering and whose next piece is this lane's."""
         self._jobs = [job for job in self._jobs if not job.finished]
-        heads: dict[int, SynthesisJob] = {}
-        for job in self._jobs:
-            heads.setdefault(id(job.listener), job)
-        return min(heads.values(), key=SynthesisJob.urgency, default=None)
+        ready = [
+            job for job in self._jobs
+            if not job.rendering and (job.first_audio_at is None) == first_only
+        ]
+        return min(ready, key=SynthesisJob.urgency, default=None)
 
-    async def _run(self) -> None:
+    async def _work(self, pool: ThreadPoolExecutor, first_only: bool) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            job = self._next_job()
-            if job is None:
-                self._wakeup.clear()
-                await self._wakeup.wait()
-                continue
-            await self._step(job)
+            async with self._wakeup:
+                await self._wakeup.wait_for(lambda: self._next_job(first_only) is not None)
+                job = self._next_job(first_only)
+                assert job is not None
+                job.rendering = True
+            try:
+                await self._step(job, loop, pool)
+            finally:
+                job.rendering = False
+                await self._notify()
 
-    async def _step(self, job: SynthesisJob) -> None:
-        """Render the job's next piece in a worker thread and hand it over."""
+    async def _step(self, job: SynthesisJob, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:
+        """Render the job's next piece on ``pool`` and hand it over."""
         if job._pieces is None:
             job._pieces = self.engine.plan(job.text)
             job.state = JobState.SPEAKING
         started = time.perf_counter()
         try:
-            audio = await asyncio.to_thread(self._render_next, job)
+            audio = await loop.run_in_executor(pool, self._render_next, job)
         except Exception as error:  # noqa: BLE001 - handed to the request's consumer, never lost
             if not job.finished:
                 job.state = JobState.FAILED
                 job._deliver(error)
-                job._deliver(_SENTINEL)
             return
         if job.finished:  # cancelled while the piece was rendering: drop it
             return

@@ -1,0 +1,14 @@
+"""The voice agent: an LLM's answer, cut into sentences and spoken as it is written.
+
+Import from the module that holds what you need, so that a command loads only its own
+dependencies (Strands and AgentCore take a second or two to import):
+
+- `voicestream.agent.llm`: `create_model` (local | openai | bedrock, through Strands
+  Agents), `stream_text`;
+- `voicestream.agent.local_llm`: `LocalLlamaModel`, SmolLM2-135M-Instruct in process;
+- `voicestream.agent.runtime`: `run`, one answer as the events of PROTOCOL.md section 2
+  (`bidi`, `batch`, `batch-stream`);
+- `voicestream.agent.app`: the Bedrock AgentCore app, `AgentSettings`, `create_app`,
+  `serve_agent`, `running_agent`;
+- `voicestream.agent.compare`: time to first audio of each mode against a running agent.
+"""

@@ -1,0 +1,201 @@
+"""The agent as a Bedrock AgentCore runtime: `POST /invocations` answers with the events of
+PROTOCOL.md section 2 as Server-Sent Events, `GET /ping` says `{"status":"Healthy"}`.
+
+`BedrockAgentCoreApp` does the HTTP: it runs our async-generator entrypoint on its own worker
+event loop and writes each yielded dict as one `data: {json}` event, so `/ping` answers even
+while answers are being generated. The same app runs on AgentCore (in the container of
+docker/agent.Dockerfile, port 8080), and on one machine (`voicestream agent`, `serve_agent`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import uvicorn
+from bedrock_agentcore.runtime import BedrockAgentCoreApp
+from strands.models import Model
+
+from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
+from voicestream.agent.runtime import run
+from voicestream.protocol import (
+    AgentEnd,
+    AgentError,
+    ErrorCode,
+    ProtocolError,
+    new_request_id,
+    parse_agent_request,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SPEECH_URL = "ws://127.0.0.1:8080/invocations-bidirectional-stream"
+DEFAULT_AGENT_PORT = 8081
+"""On one machine; in its container the agent listens on 8080, as AgentCore expects."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """Where the speech server is and which LLM answers.
+
+    `model` is the provider's model name (a Bedrock model id, an OpenAI model name, or for
+    `local` the path of another GGUF file); `base_url` is an OpenAI-compatible server's URL;
+    `region` the AWS region for Bedrock.
+    """
+
+    speech_url: str = DEFAULT_SPEECH_URL
+    llm: str = "local"
+    model: str | None = None
+    base_url: str | None = None
+    region: str | None = None
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> AgentSettings:
+        """Settings from VOICESTREAM_SPEECH_URL, VOICESTREAM_LLM (local, openai or bedrock),
+        VOICESTREAM_LLM_MODEL, VOICESTREAM_LLM_BASE_URL, VOICESTREAM_LLM_MAX_TOKENS and
+        AWS_REGION (or AWS_DEFAULT_REGION); `overrides` that are not None win (CLI options)."""
+        env = os.environ if environ is None else environ
+        max_tokens = env.get("VOICESTREAM_LLM_MAX_TOKENS")
+        settings = cls(
+            speech_url=env.get("VOICESTREAM_SPEECH_URL") or DEFAULT_SPEECH_URL,
+            llm=env.get("VOICESTREAM_LLM") or "local",
+            model=env.get("VOICESTREAM_LLM_MODEL") or None,
+            base_url=env.get("VOICESTREAM_LLM_BASE_URL") or None,
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
+            max_tokens=int(max_tokens) if max_tokens else DEFAULT_MAX_TOKENS,
+        )
+        return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+
+    def create_model(self) -> Model:
+        """The LLM these settings name; raises `LLMConfigError` (or `LocalModelError`)."""
+        return create_model(
+            self.llm,
+            model=self.model,
+            base_url=self.base_url,
+            region=self.region,
+            max_tokens=self.max_tokens,
+        )
+
+
+class AgentService:
+    """What the app's entrypoint holds: the settings, the one LLM, the answers in progress."""
+
+    def __init__(self, settings: AgentSettings, llm: Model) -> None:
+        self.settings = settings
+        self.llm = llm
+        self.active_answers = 0
+        self._lock = threading.Lock()
+
+    def warm_up(self) -> None:
+        """Load the local model's weights in a thread, so the first answer need not wait."""
+        load = getattr(self.llm, "load", None)
+        if load is None:
+            return
+
+        def load_quietly() -> None:
+            try:
+                load()
+            except Exception:
+                logger.exception("the local LLM failed to load")
+
+        threading.Thread(target=load_quietly, name="llm-load", daemon=True).start()
+
+    async def answer(self, payload: Any) -> AsyncIterator[dict[str, Any]]:
+        """The events for one invocation payload; a bad payload gives `error`, `agent_end`."""
+        with self._lock:
+            self.active_answers += 1
+        try:
+            try:
+                if not isinstance(payload, dict):
+                    raise ProtocolError(
+                        ErrorCode.INVALID_MESSAGE,
+                        'the payload must be a JSON object, such as {"prompt": "..."}',
+                    )
+                request = parse_agent_request(payload)
+            except ProtocolError as error:
+                request_id = new_request_id()
+                yield _dump(
+                    AgentError(
+                        request_id=request_id, t_ms=0.0, code=error.code, message=error.message
+                    )
+                )
+                yield _dump(AgentEnd(request_id=request_id, t_ms=0.0))
+                return
+            async for event in run(request, self.llm, self.settings.speech_url):
+                yield event
+        finally:
+            with self._lock:
+                self.active_answers -= 1
+
+
+def _dump(event: Any) -> dict[str, Any]:
+    return event.model_dump(mode="json", exclude_none=True)
+
+
+def create_app(
+    settings: AgentSettings | None = None, *, llm: Model | None = None
+) -> BedrockAgentCoreApp:
+    """The AgentCore app; `settings` default to `AgentSettings.from_env()`, `llm` to the
+    model they name. The LLM is made once, here; the local weights load in a thread as the
+    app starts. The app's `state.service` is its `AgentService`."""
+    settings = settings or AgentSettings.from_env()
+    service = AgentService(settings, llm or settings.create_model())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        service.warm_up()
+        yield
+
+    app = BedrockAgentCoreApp(lifespan=lifespan)
+    app.state.service = service
+
+    @app.entrypoint
+    async def invocations(payload: Any) -> AsyncIterator[dict[str, Any]]:
+        async for event in service.answer(payload):
+            yield event
+
+    return app
+
+
+def serve_agent(
+    host: str = "127.0.0.1", port: int = DEFAULT_AGENT_PORT, settings: AgentSettings | None = None
+) -> None:
+    """Run the agent with uvicorn until interrupted (what `voicestream agent` calls)."""
+    app = create_app(settings)
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_agent(
+    app: BedrockAgentCoreApp, host: str = "127.0.0.1", port: int | None = None
+) -> Iterator[str]:
+    """Serve `app` on `host` in a background thread; yields its base URL, stops on exit
+    (tests, benchmarks, the one-machine demo)."""
+    config = uvicorn.Config(
+        app, host=host, port=port or free_port(host), log_level="warning", lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="agent-server", daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("the agent server failed to start")
+            threading.Event().wait(0.02)
+        yield f"http://{host}:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -1,0 +1,146 @@
+"""The LLM behind the agent, through Strands Agents: a local model, any OpenAI-compatible
+server, or Amazon Bedrock; and `stream_text`, which turns a Strands stream into text deltas."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from strands import Agent, ModelRetryStrategy
+from strands.models import Model
+from strands.types.exceptions import MaxTokensReachedException
+
+PROVIDERS = ("local", "openai", "bedrock")
+DEFAULT_MAX_TOKENS = 300
+DEFAULT_BEDROCK_MODEL = "us.amazon.nova-lite-v1:0"
+
+SYSTEM_PROMPT = (
+    "You are a friendly voice assistant. Everything you write is read aloud, so answer in "
+    "plain, complete sentences of ordinary prose, two to five of them. Never use markdown, "
+    "lists, headings, code, tables, links or emoji."
+)
+"""Asks for answers a speech engine can read as they are: prose, no formatting."""
+
+
+class LLMConfigError(ValueError):
+    """The LLM provider cannot be built from the options given."""
+
+
+def create_model(
+    provider: str = "local",
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    region: str | None = None,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    temperature: float | None = None,
+    **options: Any,
+) -> Model:
+    """A Strands model for `provider`: ``local``, ``openai`` or ``bedrock``.
+
+    - ``local``: SmolLM2-135M-Instruct in process (`model` may be another GGUF file's path);
+      extra options (``n_threads``, ``n_ctx``) go to `LocalLlamaModel`.
+    - ``openai``: any OpenAI-compatible server at `base_url` (default: OpenAI's); the key is
+      `api_key` or ``OPENAI_API_KEY``; `model` is required. Extra options go to the OpenAI client
+      (``max_retries``, ``timeout``).
+    - ``bedrock``: `model` is a Bedrock model id (default Amazon Nova Lite), `region` an AWS
+      region (default from the AWS configuration).
+
+    Loading is deferred: nothing is read or contacted until the first answer (see
+    `LocalLlamaModel.load` to load the local weights ahead of time).
+    """
+    if max_tokens < 1:
+        raise LLMConfigError("max_tokens must be at least 1")
+    if provider == "local":
+        from voicestream.agent.local_llm import LocalLlamaModel
+
+        local_options: dict[str, Any] = {"max_tokens": max_tokens, **options}
+        if temperature is not None:
+            local_options["temperature"] = temperature
+        return LocalLlamaModel(model, **local_options)
+    if provider == "openai":
+        from strands.models.openai import OpenAIModel
+
+        if not model:
+            raise LLMConfigError("the openai provider needs a model name (--model)")
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key and base_url is None:
+            raise LLMConfigError(
+                "the openai provider needs OPENAI_API_KEY (or --base-url for a local server)"
+            )
+        client_args: dict[str, Any] = {"api_key": key or "unused", **options}
+        if base_url:
+            client_args["base_url"] = base_url
+        params: dict[str, Any] = {"max_tokens": max_tokens}
+        if temperature is not None:
+            params["temperature"] = temperature
+        return OpenAIModel(client_args=client_args, model_id=model, params=params)
+    if provider == "bedrock":
+        from strands.models import BedrockModel
+
+        if options:
+            raise LLMConfigError(f"unknown options for bedrock: {', '.join(sorted(options))}")
+        bedrock_options: dict[str, Any] = {"max_tokens": max_tokens}
+        if temperature is not None:
+            bedrock_options["temperature"] = temperature
+        return BedrockModel(
+            model_id=model or DEFAULT_BEDROCK_MODEL, region_name=region, **bedrock_options
+        )
+    raise LLMConfigError(f"unknown LLM provider {provider!r}: choose {', '.join(PROVIDERS)}")
+
+
+def create_agent(model: Model, system_prompt: str = SYSTEM_PROMPT) -> Agent:
+    """A fresh, tool-less Strands agent for one answer.
+
+    Throttling is retried once after a second, not Strands' default of up to four minutes:
+    a listener is waiting.
+    """
+    return Agent(
+        model=model,
+        system_prompt=system_prompt,
+        callback_handler=None,
+        retry_strategy=ModelRetryStrategy(max_attempts=2, initial_delay=1, max_delay=2),
+    )
+
+
+async def stream_text(agent_or_model: Agent | Model, prompt: str) -> AsyncIterator[str]:
+    """The answer to `prompt`, as the text deltas the model streams.
+
+    A bare model is wrapped in `create_agent` (one conversation per call). Reaching the token
+    cap ends the answer normally: the cap is ours, not a failure. A consumer that stops early
+    (closes or cancels this generator) cancels the model through Strands' cancel signal, and
+    the Strands stream is run to its end, so that no generator of it is left for the garbage
+    collector to close out of context.
+    """
+    agent = agent_or_model if isinstance(agent_or_model, Agent) else create_agent(agent_or_model)
+    cancel = threading.Event()
+    stream = agent.stream_async(prompt, cancel_signal=cancel)
+    finished = False
+    try:
+        async for event in stream:
+            text = event.get("data") if isinstance(event, dict) else None
+            if text:
+                yield text
+        finished = True
+    except MaxTokensReachedException:
+        finished = True
+    finally:
+        if not finished:
+            cancel.set()
+            await _drain(stream)
+
+
+async def _drain(stream: AsyncGenerator[Any, None], timeout_s: float = 2.0) -> None:
+    """Run an abandoned answer's stream out (its failure is of no interest), then close it."""
+    try:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(timeout_s):
+                async for _ in stream:
+                    pass
+    finally:
+        await stream.aclose()

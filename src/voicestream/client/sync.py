@@ -1,0 +1,127 @@
+"""`SpeechSession` for scripts that are not async: the session runs on an event loop of its
+own, in a background thread, and each call waits for its result there."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterable, Iterator
+from typing import Any, Self
+
+from voicestream.client.events import SpeechEvent
+from voicestream.client.session import SpeechSession
+from voicestream.client.transport import Transport
+from voicestream.protocol import DEFAULT_SAMPLE_RATE, DEFAULT_VOICE, AudioFormat
+
+_EXHAUSTED = object()
+
+
+async def _pull(fragments: Iterable[str]) -> AsyncIterator[str]:
+    """The fragments of a synchronous source, each fetched in a worker thread, so that a
+    source that blocks (a model writing its answer) never stalls the session's loop."""
+    iterator = iter(fragments)
+    while (fragment := await asyncio.to_thread(next, iterator, _EXHAUSTED)) is not _EXHAUSTED:
+        yield fragment
+
+
+async def _next_or_none(events: AsyncIterator[SpeechEvent]) -> SpeechEvent | None:
+    return await anext(events, None)
+
+
+class SyncSpeechSession:
+    """The synchronous twin of `SpeechSession`, with the same methods and events.
+
+    `with SyncSpeechSession.connect(url) as session: for event in session.speak(...): ...`
+    """
+
+    def __init__(
+        self, session: SpeechSession, loop: asyncio.AbstractEventLoop, thread: threading.Thread
+    ) -> None:
+        self._session = session
+        self._loop = loop
+        self._thread = thread
+
+    @classmethod
+    def connect(
+        cls,
+        transport: Transport | str,
+        *,
+        voice: str = DEFAULT_VOICE,
+        speed: float = 1.0,
+        format: AudioFormat = "pcm16",
+        sample_rate: int = DEFAULT_SAMPLE_RATE,
+        close_timeout: float = 10.0,
+    ) -> SyncSpeechSession:
+        """Start the session's thread and connect, as `SpeechSession.connect` does."""
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="speech-session", daemon=True)
+        thread.start()
+        connecting = SpeechSession.connect(
+            transport,
+            voice=voice,
+            speed=speed,
+            format=format,
+            sample_rate=sample_rate,
+            close_timeout=close_timeout,
+        )
+        try:
+            session = asyncio.run_coroutine_threadsafe(connecting, loop).result()
+        except BaseException:
+            _stop(loop, thread)
+            raise
+        return cls(session, loop, thread)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        try:
+            self._run(self._session.__aexit__(exc_type, *exc_info))
+        finally:
+            _stop(self._loop, self._thread)
+
+    def submit(
+        self,
+        text: str,
+        request_id: str | None = None,
+        *,
+        voice: str | None = None,
+        speed: float | None = None,
+    ) -> str:
+        return self._run(self._session.submit(text, request_id, voice=voice, speed=speed))
+
+    def cancel(self, request_id: str | None = None) -> None:
+        self._run(self._session.cancel(request_id))
+
+    def events(self) -> Iterator[SpeechEvent]:
+        return self._iterate(self._session.events())
+
+    def speak(self, text_fragments: Iterable[str]) -> Iterator[SpeechEvent]:
+        return self._iterate(self._session.speak(_pull(text_fragments)))
+
+    def close(self) -> None:
+        """Close the session (after every pending request, as `SpeechSession.close`) and
+        stop its thread."""
+        try:
+            self._run(self._session.close())
+        finally:
+            _stop(self._loop, self._thread)
+
+    def _run[T](self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def _iterate(self, events: AsyncGenerator[SpeechEvent, None]) -> Iterator[SpeechEvent]:
+        try:
+            while (event := self._run(_next_or_none(events))) is not None:
+                yield event
+        finally:
+            if self._loop.is_running():
+                self._run(events.aclose())
+
+
+def _stop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    if loop.is_running():
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+    if not loop.is_closed():
+        loop.close()

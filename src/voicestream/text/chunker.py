@@ -1,0 +1,464 @@
+"""Incremental sentence chunking of streamed text, for speech synthesis.
+
+An LLM's answer arrives in fragments of any size ("Dr", ". Sm", "ith is", " 3.1", "4"). The
+chunker hands each sentence to speech synthesis as soon as it is unambiguous, and cuts the
+same sentences whatever way the text was fragmented.
+
+How that is guaranteed: the chunker keeps the text it has not emitted yet and scans it for
+candidate boundaries (a sentence mark, a newline, a list marker, in latency mode a clause
+mark). Each candidate is decided by reading only characters that have arrived; a decision
+that needs a character beyond the end raises `_NeedMoreText`, and the scan stops there
+until more text comes. A decision never depends on where the available text ends, so it
+is the same whether the text came whole or one character at a time.
+
+Invariant on the output (see the property tests):
+- every chunk contains a letter or digit, and has its whitespace collapsed and stripped;
+- removing all whitespace, the concatenated chunks followed by what `flush` dropped equal
+  the input, and what `flush` dropped contains no letter or digit;
+- for text without the unspaced sentence marks of scripts like Chinese ("。！？"), every
+  boundary falls on whitespace, so `" ".join(chunks)` is the input with whitespace runs
+  collapsed to one space and stripped, less that unspeakable tail.
+"""
+
+from __future__ import annotations
+
+import re
+
+from voicestream.text.abbreviations import (
+    DAY_MONTHS,
+    FRONTED_TIME_PREPOSITIONS,
+    NAMES_AFTER_TIME,
+    SENTENCE_STARTERS,
+    AbbreviationKind,
+    abbreviation_kind,
+    precedes_numbers,
+)
+
+SPACED_TERMINATORS = frozenset(".!?…‼⁇⁈⁉؟۔։")
+"""Sentence marks that end a sentence only when whitespace follows them."""
+
+UNSPACED_TERMINATORS = frozenset("。．｡！？।॥።፧။")
+"""Sentence marks of scripts that need no space after a sentence."""
+
+TERMINATORS = SPACED_TERMINATORS | UNSPACED_TERMINATORS
+
+CLOSERS = frozenset("\"'”’»›)]}」』】〕〉》）＂＇*_`")
+"""Characters that stay with the sentence they close: quotes, brackets, emphasis."""
+
+OPENERS = frozenset("\"'“‘«‹([{「『【〔〈《（¿¡*_`#>")
+"""Characters that belong to the word they precede."""
+
+BULLETS = frozenset("•⁃◦‣▪")
+
+NEWLINES = frozenset("\n\r\u2028\u2029\x0b\x0c\x85")
+
+SPACED_CLAUSE_MARKS = frozenset(",;:—–-")
+UNSPACED_CLAUSE_MARKS = frozenset("，；：、")
+
+_LIST_MARKER = re.compile(r"[•⁃◦‣▪]?(\d{1,2}|[A-Za-z]|[ivxIVX]{2,4})(?:\.\)|\.|\))")
+_LIST_MARKER_PREFIX = re.compile(r"[•⁃◦‣▪]?(?:(?:\d{1,2}|[A-Za-z]|[ivxIVX]{2,4})(?:\.\)?|\))?)?")
+"""Matches every prefix of a list marker: while an incomplete token matches it, the token
+may still turn out to be a marker."""
+_SPEAKABLE_OR_NEWLINE = re.compile("[^\\W_]|[" + "".join(NEWLINES) + "]")
+"""A letter or digit (what `str.isalnum` accepts) or a newline; searched in C, since the
+text after a sentence mark may be a long run of symbols or spaces."""
+_MAX_LIST_MARKER_LEN = 6
+_MAX_WORD_LEN = 40
+_STANDALONE_BULLET_TOKENS = frozenset({"-", "*", "+"}) | BULLETS
+
+
+class _NeedMoreText(Exception):
+    """A decision needs text that has not arrived yet."""
+
+
+def _is_speakable(char: str) -> bool:
+    return char.isalnum()
+
+
+def _collapse_whitespace(text: str) -> str:
+    return " ".join(text.split())
+
+
+class _Lookahead:
+    """Read access to the pending text that raises `_NeedMoreText` past its end."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __getitem__(self, index: int) -> str:
+        if index >= len(self.text):
+            raise _NeedMoreText
+        return self.text[index]
+
+
+class IncrementalSentenceChunker:
+    """Cuts streamed text into sentences for speech synthesis.
+
+    `feed` returns the sentences that became unambiguous with the new fragment, `flush`
+    what is left at the end. A sentence is released at the latest once the first word of
+    the next sentence has arrived (the whole word when an abbreviation makes the boundary
+    ambiguous, "the U.S. How"), and at once at a newline.
+
+    `min_clause_words` turns on a latency mode for the first chunk of an answer only: it
+    may end at a comma, semicolon, colon or dash once it holds that many words, so that
+    the first audio starts sooner. After the first chunk, sentences are split as usual.
+    """
+
+    def __init__(self, min_clause_words: int | None = None) -> None:
+        if min_clause_words is not None and min_clause_words < 1:
+            raise ValueError("min_clause_words must be at least 1")
+        self._min_clause_words = min_clause_words
+        self._emitted_any = False
+        self._start_chunk("")
+
+    def reset(self) -> None:
+        """Forget all pending text and start a new answer (latency mode applies again)."""
+        self._emitted_any = False
+        self._start_chunk("")
+
+    def feed(self, fragment: str) -> list[str]:
+        """Add a fragment of text; return the sentences it completed, in order."""
+        self._pending += fragment
+        chunks: list[str] = []
+        while (boundary := self._scan()) is not None:
+            chunks.append(_collapse_whitespace(self._pending[:boundary]))
+            self._emitted_any = True
+            self._start_chunk(self._pending[boundary:])
+        return chunks
+
+    def flush(self) -> str | None:
+        """Return the rest of the text, or None if nothing speakable is left; then reset."""
+        rest = _collapse_whitespace(self._pending)
+        self.reset()
+        return rest if any(_is_speakable(c) for c in rest) else None
+
+    # --- scanning ---------------------------------------------------------------------
+
+    def _start_chunk(self, pending: str) -> None:
+        self._pending = pending
+        self._position = 0
+        """Where scanning resumes: every candidate before it was decided as no boundary."""
+        self._speakable_seen = False
+        """Whether the chunk before `_position` holds a letter or digit."""
+        self._last_token_start = -1
+        self._list_marker: str | None = None
+        """The value ("1", "a") of the last list marker seen in this chunk."""
+        self._list_marker_end = 0
+        self._tokens_since_list_marker = 0
+
+    def _scan(self) -> int | None:
+        """Advance through the pending text; return the next boundary, or None when the
+        text runs out before one is decided."""
+        text = _Lookahead(self._pending)
+        try:
+            while self._position < len(self._pending):
+                i = self._position
+                boundary = self._boundary_at(text, i)
+                if boundary is not None:
+                    return boundary
+                self._speakable_seen = self._speakable_seen or _is_speakable(self._pending[i])
+                self._position += 1
+        except _NeedMoreText:
+            pass
+        return None
+
+    def _boundary_at(self, text: _Lookahead, i: int) -> int | None:
+        char = text[i]
+        if char in NEWLINES:
+            return i + 1 if self._speakable_seen else None
+        if i > self._last_token_start and not char.isspace() and (i == 0 or text[i - 1].isspace()):
+            boundary = self._token_boundary(text, i)
+            self._last_token_start = i
+            if boundary is not None:
+                return boundary
+        if char in TERMINATORS:
+            return self._sentence_boundary(text, i)
+        if char in SPACED_CLAUSE_MARKS or char in UNSPACED_CLAUSE_MARKS:
+            return self._clause_boundary(text, i)
+        return None
+
+    # --- list markers and bullets -----------------------------------------------------
+
+    def _token_boundary(self, text: _Lookahead, i: int) -> int | None:
+        """Decide at the start of a whitespace-separated token: a bullet or the next
+        list marker ("1. Buy milk 2. Eat") starts a new chunk."""
+        if text[i] in BULLETS and self._speakable_seen:
+            return i
+        token = self._short_token(text, i)
+        marker = _LIST_MARKER.fullmatch(token) if token is not None else None
+        if marker is None:
+            self._tokens_since_list_marker += 1
+            return None
+        value = marker.group(1)
+        if (
+            self._list_marker is not None
+            and self._tokens_since_list_marker > 0
+            and _is_next_list_value(self._list_marker, value)
+        ):
+            return i
+        if self._in_list_marker_context(text.text, i):
+            self._list_marker = value
+            self._list_marker_end = i + marker.end()
+            self._tokens_since_list_marker = 0
+        else:
+            self._tokens_since_list_marker += 1
+        return None
+
+    @staticmethod
+    def _short_token(text: _Lookahead, i: int) -> str | None:
+        """The token starting at `i` if it is short enough to be a list marker, else None.
+        Waits for more text while the token so far could still become a marker."""
+        end = i
+        while end - i <= _MAX_LIST_MARKER_LEN:
+            try:
+                char = text[end]
+            except _NeedMoreText:
+                if _LIST_MARKER_PREFIX.fullmatch(text.text[i:end]):
+                    raise
+                return None
+            if char.isspace():
+                return text.text[i:end]
+            end += 1
+        return None
+
+    @staticmethod
+    def _in_list_marker_context(pending: str, i: int) -> bool:
+        """Whether a token at `i` may open a list item: first on its line, after a colon,
+        or after a bullet that is first on its line ("• 9. The first item")."""
+        previous_end = _skip_spaces_back(pending, i)
+        if previous_end == 0 or pending[previous_end - 1] in NEWLINES:
+            return True
+        if pending[previous_end - 1] == ":":
+            return True
+        previous_start = previous_end
+        while previous_start > 0 and not pending[previous_start - 1].isspace():
+            previous_start -= 1
+        before_previous = _skip_spaces_back(pending, previous_start)
+        return pending[previous_start:previous_end] in _STANDALONE_BULLET_TOKENS and (
+            before_previous == 0 or pending[before_previous - 1] in NEWLINES
+        )
+
+    # --- sentence marks ---------------------------------------------------------------
+
+    def _sentence_boundary(self, text: _Lookahead, i: int) -> int | None:
+        if i < self._list_marker_end:
+            return None
+        pending = text.text
+        if _continues_a_run(pending, i):
+            return None  # decided at the start of the run
+        run_end = _run_end(text, i)
+        marks = "".join(c for c in pending[i:run_end] if c in TERMINATORS)
+        unspaced = any(c in UNSPACED_TERMINATORS for c in marks)
+        if unspaced:
+            if marks == "．" and i > 0 and pending[i - 1].isdigit() and text[run_end].isdigit():
+                return None  # a full-width decimal point
+        elif not text[run_end].isspace():
+            return None
+        start = self._next_speakable(text, run_end)
+        if start is None or not self._speakable_seen:
+            return None
+        if not unspaced and not self._ends_sentence(text, i, marks, start):
+            return None
+        if (
+            marks == "."
+            and _word_before(pending, i)
+            and _is_spaced_ellipsis(pending[run_end:start])
+        ):
+            return run_end  # ". . ." opens the next sentence: "compounds. . . . The"
+        return self._attach_point(pending, run_end, start)
+
+    def _ends_sentence(self, text: _Lookahead, i: int, marks: str, start: int) -> bool:
+        """Whether spaced marks at `i`, followed by a speakable character at `start`,
+        end a sentence."""
+        pending = text.text
+        first = pending[start]
+        if first.islower() and not _is_formula_start(text, start):
+            return False
+        if marks != ".":
+            return not (_is_ellipsis(marks) and i > 0 and pending[i - 1] == "[")
+        word = _word_before(pending, i)
+        if not word:
+            return _spaced_dot_count(text, i) != 3
+        if first.isdigit():
+            return not precedes_numbers(word)
+        if word.isdigit() and _next_word(text, start) in DAY_MONTHS:
+            return False  # a European date: "am 3. Juli"
+        kind = abbreviation_kind(word)
+        if kind is None:
+            return True
+        if kind is AbbreviationKind.PREFIX:
+            return False
+        next_word = _next_word(text, start)
+        if kind is AbbreviationKind.POSTFIX:
+            return next_word in SENTENCE_STARTERS
+        if word.lower() in {"a.m", "p.m"} and _is_fronted_time_phrase(pending, i):
+            return False
+        return next_word not in NAMES_AFTER_TIME
+
+    @staticmethod
+    def _next_speakable(text: _Lookahead, start: int) -> int | None:
+        """The first letter or digit from `start` on, or None if a newline comes first."""
+        found = _SPEAKABLE_OR_NEWLINE.search(text.text, start)
+        if found is None:
+            raise _NeedMoreText
+        return None if found.group() in NEWLINES else found.start()
+
+    @staticmethod
+    def _attach_point(pending: str, run_end: int, start: int) -> int:
+        """Where to cut between a sentence ending at `run_end` and the speakable text at
+        `start`: punctuation in between stays with the sentence, except openers (quotes,
+        brackets, bullets) that belong to the next word."""
+        cut = start
+        while cut > run_end and not pending[cut - 1].isspace():
+            cut -= 1
+        while cut > run_end:
+            end = cut
+            while end > run_end and pending[end - 1].isspace():
+                end -= 1
+            token_start = end
+            while token_start > run_end and not pending[token_start - 1].isspace():
+                token_start -= 1
+            token = pending[token_start:end]
+            if not token or not all(c in OPENERS or c in BULLETS for c in token):
+                break
+            cut = token_start
+        return cut
+
+    # --- latency mode -----------------------------------------------------------------
+
+    def _clause_boundary(self, text: _Lookahead, i: int) -> int | None:
+        if self._min_clause_words is None or self._emitted_any or not self._speakable_seen:
+            return None
+        pending = text.text
+        if pending[i] in SPACED_CLAUSE_MARKS:
+            if not text[i + 1].isspace():
+                return None
+            if pending[i] == "-" and (i == 0 or not pending[i - 1].isspace()):
+                return None
+        if _count_words(pending[:i]) < self._min_clause_words:
+            return None
+        start = self._next_speakable(text, i + 1)
+        if start is None:
+            return None
+        return self._attach_point(pending, i + 1, start)
+
+
+def _continues_a_run(pending: str, i: int) -> bool:
+    """Whether the sentence mark at `i` follows another one, possibly through closing
+    quotes or brackets ('"Stop!"!'); closers alone do not start a run ('said "Hi".')."""
+    k = i
+    while k > 0 and pending[k - 1] in CLOSERS:
+        k -= 1
+    return k > 0 and pending[k - 1] in TERMINATORS
+
+
+def _run_end(text: _Lookahead, i: int) -> int:
+    """The end of the run of sentence marks at `i`, with the quotes, brackets and footnote
+    references that close it ("He left.\")", "It is true.[1]")."""
+    end = i
+    while True:
+        if text[end] in TERMINATORS or text[end] in CLOSERS:
+            end += 1
+        elif footnote := _footnote_length(text, end):
+            end += footnote
+        else:
+            return end
+
+
+def _footnote_length(text: _Lookahead, start: int) -> int:
+    """The length of a footnote reference such as "[12]" at `start`, or 0."""
+    if text[start] != "[":
+        return 0
+    end = start + 1
+    while text[end].isdigit() and end - start <= 3:
+        end += 1
+    return end + 1 - start if end > start + 1 and text[end] == "]" else 0
+
+
+def _is_ellipsis(marks: str) -> bool:
+    return marks == "…" or (len(marks) > 1 and set(marks) == {"."})
+
+
+def _skip_spaces_back(pending: str, end: int) -> int:
+    """The start of the run of non-newline whitespace that ends at `end`."""
+    while end > 0 and pending[end - 1].isspace() and pending[end - 1] not in NEWLINES:
+        end -= 1
+    return end
+
+
+def _is_spaced_ellipsis(text: str) -> bool:
+    return text.split() == [".", ".", "."]
+
+
+def _is_next_list_value(previous: str, value: str) -> bool:
+    if previous.isdigit() and value.isdigit():
+        return int(value) == int(previous) + 1
+    if len(previous) == 1 and len(value) == 1 and previous.isalpha():
+        return ord(value) == ord(previous) + 1
+    return False
+
+
+def _word_before(pending: str, i: int) -> str:
+    """The token ending at `i`, without the quotes or brackets that open it."""
+    start = i
+    while start > 0 and not pending[start - 1].isspace():
+        start -= 1
+    return pending[start:i].lstrip("".join(OPENERS))
+
+
+def _next_word(text: _Lookahead, start: int) -> str:
+    """The run of letters starting at `start`. A single letter followed by a period is an
+    initial ("J. R. R. Tolkien"), returned with its period so that it matches no
+    sentence starter."""
+    end = start
+    while text[end].isalpha():
+        end += 1
+        if end - start > _MAX_WORD_LEN:
+            return text.text[start:end]
+    if end - start == 1 and text[end] == ".":
+        return text.text[start : end + 1]
+    return text.text[start:end]
+
+
+def _is_formula_start(text: _Lookahead, start: int) -> bool:
+    """Whether a lower-case start is a formula rather than a word, as in "f(x) = 2x"."""
+    return text[start + 1] == "("
+
+
+def _spaced_dot_count(text: _Lookahead, i: int) -> int:
+    """How many dots the spaced ellipsis (". . .") through the dot at `i` has, counting
+    at most to 4: only whether it has exactly three matters."""
+    pending = text.text
+    count = 1
+    k = i
+    while count < 4:
+        j = k - 1
+        while j >= 0 and pending[j] == " ":
+            j -= 1
+        if j < k - 1 and j >= 0 and pending[j] == ".":
+            count += 1
+            k = j
+        else:
+            break
+    k = i
+    while count < 4:
+        j = k + 1
+        while text[j] == " ":
+            j += 1
+        if j > k + 1 and text[j] == ".":
+            count += 1
+            k = j
+        else:
+            break
+    return count
+
+
+def _count_words(text: str) -> int:
+    return sum(1 for token in text.split() if any(_is_speakable(c) for c in token))
+
+
+def _is_fronted_time_phrase(pending: str, i: int) -> bool:
+    """Whether the chunk up to "a.m."/"p.m." at `i` is only a time phrase opening a
+    sentence ("At 5 a.m. Mr. Smith went out"), which cannot be a sentence on its own."""
+    words = pending[:i].split(maxsplit=3)
+    return 2 <= len(words) <= 3 and words[0].lower() in FRONTED_TIME_PREPOSITIONS

@@ -10,7 +10,7 @@ import threading
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from strands import Agent, ModelRetryStrategy
+from strands import Agent
 from strands.models import Model
 from strands.types.exceptions import MaxTokensReachedException
 
@@ -94,30 +94,36 @@ def create_model(
     raise LLMConfigError(f"unknown LLM provider {provider!r}: choose {', '.join(PROVIDERS)}")
 
 
-def create_agent(model: Model, system_prompt: str = SYSTEM_PROMPT) -> Agent:
-    """A fresh, tool-less Strands agent for one answer.
-
-    Throttling is retried once after a second, not Strands' default of up to four minutes:
-    a listener is waiting.
-    """
-    return Agent(
-        model=model,
-        system_prompt=system_prompt,
-        callback_handler=None,
-        retry_strategy=ModelRetryStrategy(max_attempts=2, initial_delay=1, max_delay=2),
-    )
-
-
 async def stream_text(agent_or_model: Agent | Model, prompt: str) -> AsyncIterator[str]:
     """The answer to `prompt`, as the text deltas the model streams.
 
-    A bare model is wrapped in `create_agent` (one conversation per call). Reaching the token
-    cap ends the answer normally: the cap is ours, not a failure. A consumer that stops early
-    (closes or cancels this generator) cancels the model through Strands' cancel signal, and
-    the Strands stream is run to its end, so that no generator of it is left for the garbage
-    collector to close out of context.
+    A model is streamed directly, with `SYSTEM_PROMPT`, one user turn and no tools: that is
+    all a spoken answer needs, and closing this generator closes the model's stream, which
+    stops its generation at once (the local model at the next token). An agent is streamed
+    through `Agent.stream_async` with its own system prompt and tools; closing this generator
+    cancels it through Strands' cancel signal and runs its stream out.
+
+    Reaching the token cap ends the answer normally: the cap is ours, not a failure.
     """
-    agent = agent_or_model if isinstance(agent_or_model, Agent) else create_agent(agent_or_model)
+    if isinstance(agent_or_model, Agent):
+        async for text in _agent_text(agent_or_model, prompt):
+            yield text
+        return
+    stream = agent_or_model.stream(
+        [{"role": "user", "content": [{"text": prompt}]}], system_prompt=SYSTEM_PROMPT
+    )
+    try:
+        async for event in stream:
+            text = event.get("contentBlockDelta", {}).get("delta", {}).get("text")
+            if text:
+                yield text
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def _agent_text(agent: Agent, prompt: str) -> AsyncIterator[str]:
     cancel = threading.Event()
     stream = agent.stream_async(prompt, cancel_signal=cancel)
     finished = False
@@ -136,7 +142,8 @@ async def stream_text(agent_or_model: Agent | Model, prompt: str) -> AsyncIterat
 
 
 async def _drain(stream: AsyncGenerator[Any, None], timeout_s: float = 2.0) -> None:
-    """Run an abandoned answer's stream out (its failure is of no interest), then close it."""
+    """Run an abandoned answer's stream out (its failure is of no interest), then close it,
+    so that no generator of it is left for the garbage collector to close out of context."""
     try:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(timeout_s):

@@ -55,12 +55,17 @@ class LocalModelConfig(TypedDict, total=False):
     model_path: str
     max_tokens: int
     temperature: float
+    repeat_penalty: float
     n_threads: int
     n_ctx: int
 
 
 class LocalLlamaModel(Model):
-    """A Strands `Model` running a GGUF chat model with llama-cpp-python, text only."""
+    """A Strands `Model` running a GGUF chat model with llama-cpp-python, text only.
+
+    A 135M model loops on a phrase when decoding greedily; a low temperature with a mild
+    repeat penalty keeps its answers on track.
+    """
 
     def __init__(
         self,
@@ -68,6 +73,7 @@ class LocalLlamaModel(Model):
         *,
         max_tokens: int = 300,
         temperature: float = 0.2,
+        repeat_penalty: float = 1.1,
         n_threads: int = 2,
         n_ctx: int = 2048,
     ) -> None:
@@ -75,6 +81,7 @@ class LocalLlamaModel(Model):
             "model_path": str(model_path or default_model_path()),
             "max_tokens": max_tokens,
             "temperature": temperature,
+            "repeat_penalty": repeat_penalty,
             "n_threads": n_threads,
             "n_ctx": n_ctx,
         }
@@ -187,6 +194,7 @@ class LocalLlamaModel(Model):
             stream=True,
             max_tokens=self.config["max_tokens"],
             temperature=self.config["temperature"],
+            repeat_penalty=self.config["repeat_penalty"],
         )
         try:
             for chunk in completion:

@@ -1,0 +1,117 @@
+"""`run`, one answer as PROTOCOL.md section 2 events, against the real local LLM and the real
+speech server; the audio is checked by ear (Whisper)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from tests.agent.agent_checks import (
+    PROMPT,
+    audio_bytes,
+    check_answer,
+    check_failure,
+    collect,
+    of_type,
+    spoken_text,
+    transcribe,
+    word_error_rate,
+)
+
+from voicestream.agent.app import free_port
+from voicestream.agent.llm import create_model
+from voicestream.agent.local_llm import LocalLlamaModel
+from voicestream.agent.runtime import run
+from voicestream.protocol import AgentRequest
+
+MAX_WER = 0.25
+
+
+async def _settled(llm: LocalLlamaModel, timeout_s: float = 15.0) -> None:
+    """The local model's generation thread has let go of the model (at its next token, or
+    once the prompt is read: llama.cpp cannot be stopped inside the prompt's evaluation)."""
+    async with asyncio.timeout(timeout_s):
+        while llm._generate_lock.locked():
+            await asyncio.sleep(0.02)
+
+
+def _no_other_tasks() -> set[asyncio.Task[object]]:
+    return {task for task in asyncio.all_tasks() if task is not asyncio.current_task()}
+
+
+@pytest.mark.parametrize("mode", ["bidi", "batch", "batch-stream"])
+async def test_answer_is_spoken_in_every_mode(mode, local_llm, speech_server, whisper):
+    events = await collect(run(AgentRequest(prompt=PROMPT, mode=mode), local_llm, speech_server))
+
+    check_answer(events, mode)
+    deltas, chunks, end = of_type(events, "text_delta"), of_type(events, "audio_chunk"), events[-1]
+    if mode == "bidi":
+        sentences = {chunk["sentence"] for chunk in chunks}
+        if len(sentences) > 1:  # the first sentence left while the LLM was still writing
+            assert end["first_sentence_ms"] < deltas[-1]["t_ms"]
+    else:
+        assert {chunk["sentence"] for chunk in chunks} == {0}  # one request: the whole answer
+        assert end["first_sentence_ms"] >= deltas[-1]["t_ms"]
+    if mode == "batch":  # held back until the request completed, then sent at once
+        assert chunks[-1]["t_ms"] - chunks[0]["t_ms"] < 50
+    heard = transcribe(whisper, audio_bytes(events))
+    assert word_error_rate(spoken_text(events), heard) <= MAX_WER, (spoken_text(events), heard)
+    assert not _no_other_tasks()
+
+
+@pytest.mark.parametrize("mode", ["bidi", "batch"])
+async def test_unreachable_speech_server_is_an_error_event(mode, local_llm):
+    closed = f"ws://127.0.0.1:{free_port()}/invocations-bidirectional-stream"
+    events = await collect(run(AgentRequest(prompt=PROMPT, mode=mode), local_llm, closed), 30)
+
+    check_failure(events, "speech_unavailable")
+    assert not _no_other_tasks()
+    await _settled(local_llm)
+
+
+async def test_failing_llm_is_an_error_event(speech_server):
+    unreachable = create_model(
+        "openai",
+        model="gpt-test",
+        base_url=f"http://127.0.0.1:{free_port()}/v1",
+        api_key="test",
+        max_retries=0,
+    )
+    events = await collect(run(AgentRequest(prompt=PROMPT), unreachable, speech_server), 30)
+
+    check_failure(events, "llm_error")
+    assert "APIConnectionError" in of_type(events, "error")[0]["message"]
+    assert not of_type(events, "audio_chunk")
+    assert not _no_other_tasks()
+
+
+async def test_speech_server_refusal_passes_its_code_through(local_llm, speech_server):
+    request = AgentRequest(prompt=PROMPT, voice="no_such_voice")
+    events = await collect(run(request, local_llm, speech_server), 60)
+
+    check_failure(events, "unknown_voice")
+    assert not _no_other_tasks()
+    await _settled(local_llm)
+
+
+@pytest.fixture
+def long_winded_llm(local_llm: LocalLlamaModel) -> Iterator[LocalLlamaModel]:
+    """The local model allowed answers far longer than a test may take."""
+    limit = local_llm.get_config()["max_tokens"]
+    local_llm.update_config(max_tokens=4000)
+    yield local_llm
+    local_llm.update_config(max_tokens=limit)
+
+
+async def test_caller_leaving_mid_answer_leaves_nothing_behind(long_winded_llm, speech_server):
+    prompt = "Tell me a very long story about a dragon, in many paragraphs."
+    answer = run(AgentRequest(prompt=prompt), long_winded_llm, speech_server)
+    async with asyncio.timeout(60):
+        async for event in answer:
+            if event["type"] == "text_delta":
+                break
+    await answer.aclose()
+
+    assert not _no_other_tasks()
+    await _settled(long_winded_llm)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+import logging
 import re
 import threading
 from functools import cached_property
@@ -41,7 +42,12 @@ class Phonemizer:
 
         EspeakWrapper.set_library(espeakng_loader.get_library_path())
         EspeakWrapper.set_data_path(espeakng_loader.get_data_path())
-        return EspeakBackend(self.language, preserve_punctuation=True, with_stress=True, language_switch="remove-flags")
+        quiet = logging.getLogger("phonemizer")
+        quiet.setLevel(logging.ERROR)  # punctuation makes it warn about word counts on every line
+        return EspeakBackend(
+            self.language, preserve_punctuation=True, with_stress=True,
+            language_switch="remove-flags", logger=quiet,
+        )
 
     def phonemize(self, text: str) -> str:
         """IPA phonemes of ``text``, restricted to the symbols Kokoro knows, whitespace collapsed."""

@@ -31,7 +31,7 @@ from voicestream.protocol import (
     parse_client_message,
 )
 from voicestream.server.requests import RequestRejected, SpeechService, SynthesisFailed
-from voicestream.server.scheduler import JobState, Listener, SynthesisJob
+from voicestream.server.scheduler import Listener, SynthesisJob
 
 
 class SessionState(Enum):
@@ -44,6 +44,8 @@ class SessionState(Enum):
 class _Accepted:
     request: SynthesizeRequest
     job: SynthesisJob
+    cancelled: bool = False
+    """Set by ``cancel`` even when rendering already finished: audio not yet sent is dropped."""
 
 
 _CLOSE = object()
@@ -138,6 +140,7 @@ class BidiSession:
     def _cancel(self, request_id: str | None) -> None:
         for accepted in self._accepted:
             if request_id is None or accepted.request.request_id == request_id:
+                accepted.cancelled = True
                 accepted.job.cancel()
 
     def _cancel_all(self) -> None:
@@ -161,20 +164,22 @@ class BidiSession:
     async def _send_request(self, accepted: _Accepted) -> None:
         request, job = accepted.request, accepted.job
         rid = request.request_id or ""
-        if job.state is JobState.CANCELLED:
+        if accepted.cancelled:
             await self.websocket.send_text(SynthesisCancelled(request_id=rid).to_json())
             return
         stream = self.service.stream(job, request.format, request.sample_rate, route="websocket")
         try:
             await self.websocket.send_text(stream.start_frame(rid).to_json())
             async for audio in stream:
+                if accepted.cancelled:
+                    break
                 await self.websocket.send_bytes(audio)
         except SynthesisFailed as failure:
             self.service.metrics.errors.labels(code=ErrorCode.INTERNAL.value).inc()
             frame = ErrorFrame(request_id=rid, code=ErrorCode.INTERNAL, message=str(failure))
             await self.websocket.send_text(frame.to_json())
             return
-        if stream.result is None:
+        if accepted.cancelled or stream.result is None:
             await self.websocket.send_text(SynthesisCancelled(request_id=rid).to_json())
         else:
             await self.websocket.send_text(stream.result.complete_frame(rid).to_json())

@@ -1,0 +1,206 @@
+"""The bidirectional session against the real server and the real model on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from tests.server.wire import WirePeer
+
+THREE_SENTENCES = [
+    ("Hello there.", 1.525),
+    ("This is a post deployment check.", 2.250),
+    ("It has three sentences.", 2.050),
+]
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text-frames", "binary-frames"])
+async def test_three_sentences_on_one_session(speech_server: str, binary: bool) -> None:
+    """The reference's post-deployment check, with SageMaker's binary frames and with text frames."""
+    peer = await WirePeer.open(speech_server, binary=binary)
+    for index, (text, _) in enumerate(THREE_SENTENCES):
+        await peer.send({"text": text, "request_id": f"r{index}", "voice": "af_heart"})
+    for index, (_, seconds) in enumerate(THREE_SENTENCES):
+        answer = await peer.answer()
+        assert answer.kinds == ["synthesis_start", "synthesis_complete"]
+        start, complete = answer.frames
+        assert start == {"type": "synthesis_start", "request_id": f"r{index}", "format": "pcm16",
+                         "sample_rate": 24000, "channels": 1}
+        assert complete["request_id"] == f"r{index}"
+        assert complete["audio_bytes"] == len(answer.audio)
+        assert len(answer.audio) / 2 / 24000 == pytest.approx(seconds, rel=0.05)
+        assert complete["total_duration_s"] == pytest.approx(seconds, rel=0.05)
+    # The session is still open after every synthesis_complete: one more request works.
+    await peer.send({"text": "Still here.", "request_id": "again"})
+    answer = await peer.answer()
+    assert answer.kinds[-1] == "synthesis_complete" and len(answer.audio) > 0
+    await peer.close()
+
+
+async def test_sample_client_without_type_or_request_id(speech_server: str) -> None:
+    peer = await WirePeer.open(speech_server)
+    await peer.send({"text": "Hello there."})
+    answer = await peer.answer()
+    assert answer.kinds == ["synthesis_start", "synthesis_complete"]
+    assert answer.frames[0]["request_id"] == answer.frames[1]["request_id"] != ""
+    await peer.close()
+
+
+async def test_requests_never_interleave_and_keep_order(speech_server: str) -> None:
+    peer = await WirePeer.open(speech_server)
+    texts = ["A fairly long first sentence, with a clause or two, to keep the model busy.", "Short.", "Also short."]
+    for index, text in enumerate(texts):
+        await peer.send({"text": text, "request_id": f"o{index}"})
+    for index in range(len(texts)):
+        answer = await peer.answer()
+        assert {f["request_id"] for f in answer.frames} == {f"o{index}"}
+        assert answer.kinds == ["synthesis_start", "synthesis_complete"]
+    await peer.close()
+
+
+async def test_formats_over_the_session(speech_server: str) -> None:
+    from voicestream.audio import decode_audio
+
+    peer = await WirePeer.open(speech_server)
+    await peer.send({"text": "Hello there.", "request_id": "m", "format": "mp3", "sample_rate": 16000})
+    answer = await peer.answer()
+    assert answer.frames[0]["format"] == "mp3" and answer.frames[0]["sample_rate"] == 16000
+    samples, rate = decode_audio(bytes(answer.audio), "mp3")
+    assert rate == 16000
+    assert len(samples) / rate == pytest.approx(1.525, abs=0.2)
+    await peer.close()
+
+
+BAD_MESSAGES = [
+    ("invalid_json", b"{not json"),
+    ("invalid_json", b"\xff\xfe\x00"),
+    ("invalid_message", json.dumps([1, 2, 3])),
+    ("invalid_message", json.dumps({"type": "dance", "text": "hi"})),
+    ("text_required", json.dumps({"type": "synthesize", "request_id": "t"})),
+    ("text_required", json.dumps({"text": "   ", "request_id": "t"})),
+    ("text_too_long", json.dumps({"text": "word " * 5000, "request_id": "t"})),
+    ("unknown_voice", json.dumps({"text": "hi", "voice": "zz_nobody", "request_id": "t"})),
+    ("unsupported_format", json.dumps({"text": "hi", "format": "wma", "request_id": "t"})),
+    ("unsupported_sample_rate", json.dumps({"text": "hi", "sample_rate": 11025, "request_id": "t"})),
+    ("invalid_speed", json.dumps({"text": "hi", "speed": 9, "request_id": "t"})),
+    ("request_stale", json.dumps({"text": "hi", "request_timestamp": 1_000_000_000, "request_id": "t"})),
+]
+
+
+@pytest.mark.parametrize(("code", "payload"), BAD_MESSAGES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(BAD_MESSAGES)])
+async def test_bad_message_gets_its_code_and_session_goes_on(speech_server: str, code: str, payload: str | bytes) -> None:
+    peer = await WirePeer.open(speech_server)
+    await peer.send(payload)
+    answer = await peer.answer()
+    assert answer.kinds == ["error"]
+    error = answer.last
+    assert error["code"] == code
+    assert "'text'" not in error["message"] and "Traceback" not in error["message"]
+    assert len(error["message"]) > 10
+    await peer.send({"text": "Fine.", "request_id": "after"})
+    after = await peer.answer()
+    assert after.kinds == ["synthesis_start", "synthesis_complete"]
+    await peer.close()
+
+
+async def test_cancel_stops_audio_within_one_chunk(speech_server: str) -> None:
+    peer = await WirePeer.open(speech_server)
+    long_text = " ".join(f"This is sentence number {n} of a long answer." for n in range(1, 16))
+    await peer.send({"text": long_text, "request_id": "long"})
+    await peer.send({"text": "Queued behind it.", "request_id": "queued"})
+    chunks_before_cancel = 0
+    while True:
+        frame = await peer.ws.recv()
+        if isinstance(frame, bytes):
+            chunks_before_cancel += 1
+            break
+    await peer.send({"type": "cancel"})
+    answer = await peer.answer()
+    assert answer.last == {"type": "synthesis_cancelled", "request_id": "long"}
+    assert answer.audio_frames <= 1  # at most the chunk already on its way
+    queued = await peer.answer()
+    assert queued.kinds == ["synthesis_cancelled"] and queued.audio_frames == 0
+    await peer.send({"text": "After the barge-in.", "request_id": "next"})
+    assert (await peer.answer()).kinds == ["synthesis_start", "synthesis_complete"]
+    await peer.close()
+
+
+async def test_cancel_one_request_by_id(speech_server: str) -> None:
+    peer = await WirePeer.open(speech_server)
+    await peer.send({"text": "First one is kept.", "request_id": "keep"})
+    await peer.send({"text": "Second one is dropped.", "request_id": "drop"})
+    await peer.send({"type": "cancel", "request_id": "drop"})
+    first, second = await peer.answer(), await peer.answer()
+    assert first.kinds == ["synthesis_start", "synthesis_complete"]
+    assert second.last == {"type": "synthesis_cancelled", "request_id": "drop"}
+    await peer.close()
+
+
+async def test_close_finishes_accepted_work_first(speech_server: str) -> None:
+    peer = await WirePeer.open(speech_server)
+    await peer.send({"text": "One.", "request_id": "c1"})
+    await peer.send({"text": "Two, after one.", "request_id": "c2"})
+    await peer.send({"type": "close"})
+    answers = [await peer.answer(), await peer.answer()]
+    assert [a.last["type"] for a in answers] == ["synthesis_complete", "synthesis_complete"]
+    with pytest.raises(ConnectionClosed) as closed:
+        await asyncio.wait_for(peer.ws.recv(), 10)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1000
+
+
+async def test_idle_session_is_closed(make_speech_server) -> None:
+    url = make_speech_server(idle_timeout_s=0.5)
+    peer = await WirePeer.open(url)
+    with pytest.raises(ConnectionClosed):
+        await asyncio.wait_for(peer.ws.recv(), 10)
+
+
+async def test_too_many_sessions_get_busy(make_speech_server) -> None:
+    url = make_speech_server(max_sessions=1)
+    first = await WirePeer.open(url)
+    await first.send({"text": "Hi.", "request_id": "a"})
+    await first.answer()
+    second = await WirePeer.open(url)
+    answer = await second.answer()
+    assert answer.last["code"] == "busy"
+    await first.send({"text": "First session still works.", "request_id": "b"})
+    assert (await first.answer()).kinds[-1] == "synthesis_complete"
+    await first.close()
+
+
+async def test_full_queue_answers_busy_at_once(make_speech_server) -> None:
+    url = make_speech_server(max_queue=2)
+    peer = await WirePeer.open(url)
+    for index in range(4):
+        await peer.send({"text": f"Request number {index} of four.", "request_id": f"q{index}"})
+    answers = [await peer.answer() for _ in range(4)]
+    codes = [a.last.get("code") for a in answers if a.last["type"] == "error"]
+    assert codes and set(codes) == {"busy"}
+    assert sum(a.last["type"] == "synthesis_complete" for a in answers) >= 2
+    await peer.close()
+
+
+async def test_disconnect_mid_synthesis_frees_the_work(speech_server: str) -> None:
+    import httpx
+
+    peer = await WirePeer.open(speech_server)
+    long_text = " ".join(f"Sentence {n} is here to keep the engine busy for a while." for n in range(20))
+    await peer.send({"text": long_text, "request_id": "gone"})
+    while not isinstance(await peer.ws.recv(), bytes):
+        pass
+    await peer.ws.close()
+
+    async def settled() -> dict[str, float]:
+        text = httpx.get(f"{speech_server}/metrics").text
+        values = {}
+        for name in ("voicestream_queue_depth", "voicestream_active_sessions"):
+            line = next(line for line in text.splitlines() if line.startswith(name + " "))
+            values[name] = float(line.split()[1])
+        return values
+
+    async with asyncio.timeout(30):
+        while (await settled()) != {"voicestream_queue_depth": 0.0, "voicestream_active_sessions": 0.0}:
+            await asyncio.sleep(0.2)

@@ -1,0 +1,79 @@
+"""A raw WebSocket peer for server tests: frames exactly as they cross the wire."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+
+WS_PATH = "/invocations-bidirectional-stream"
+
+
+def ws_url(base: str) -> str:
+    return base.replace("http://", "ws://") + WS_PATH
+
+
+@dataclass
+class Answer:
+    """Everything the server sent for one request."""
+
+    request_id: str | None
+    frames: list[dict[str, Any]] = field(default_factory=list)
+    audio: bytearray = field(default_factory=bytearray)
+    audio_frames: int = 0
+    first_audio_at: float | None = None
+
+    @property
+    def kinds(self) -> list[str]:
+        return [f["type"] for f in self.frames]
+
+    @property
+    def last(self) -> dict[str, Any]:
+        return self.frames[-1]
+
+
+class WirePeer:
+    """Sends JSON as text or binary frames and reads answers back frame by frame."""
+
+    def __init__(self, ws: ClientConnection, binary: bool = False) -> None:
+        self.ws = ws
+        self.binary = binary
+        self.sent_at: dict[str, float] = {}
+
+    @classmethod
+    async def open(cls, base_url: str, binary: bool = False) -> WirePeer:
+        return cls(await connect(ws_url(base_url), max_size=None), binary)
+
+    async def send(self, message: dict[str, Any] | str | bytes) -> None:
+        if isinstance(message, dict):
+            text = json.dumps(message)
+            if "request_id" in message:
+                self.sent_at[message["request_id"]] = time.monotonic()
+            await self.ws.send(text.encode() if self.binary else text)
+        else:
+            await self.ws.send(message)
+
+    async def answer(self, timeout: float = 60) -> Answer:
+        """Read one request's frames: up to its complete / error / cancelled frame."""
+        answer = Answer(None)
+        async with asyncio.timeout(timeout):
+            while True:
+                frame = await self.ws.recv()
+                if isinstance(frame, bytes):
+                    if answer.first_audio_at is None:
+                        answer.first_audio_at = time.monotonic()
+                    answer.audio += frame
+                    answer.audio_frames += 1
+                    continue
+                data = json.loads(frame)
+                answer.frames.append(data)
+                answer.request_id = data.get("request_id")
+                if data["type"] in ("synthesis_complete", "error", "synthesis_cancelled"):
+                    return answer
+
+    async def close(self) -> None:
+        await self.ws.close()

@@ -27,7 +27,8 @@ SENTENCES = [
     "Hello there.",
     (
         "This second sentence keeps going for a good while, so that the first one is heard "
-        "in full while the model is still writing these words down."
+        "in full while the model is still busy writing these words down, one after another, "
+        "at the pace of a model."
     ),
     "Bye for now.",
 ]
@@ -65,8 +66,10 @@ async def test_speak_streams_sentence_by_sentence_over_one_session(warm_server: 
 
     sentence_3_starts_at_word = len(" ".join(SENTENCES[:2]).split(" "))
     assert first_audio_at is not None
-    assert first_audio_at < text.time_word_fed(sentence_3_starts_at_word), (
-        "the first sentence must be heard while the third is not yet written"
+    sentence_3_fed_at = text.time_word_fed(sentence_3_starts_at_word)
+    assert first_audio_at < sentence_3_fed_at, (
+        "the first sentence must be heard while the third is not yet written: first audio "
+        f"{first_audio_at - text.fed_at[0]:.2f} s, sentence 3 {sentence_3_fed_at - text.fed_at[0]:.2f} s"
     )
     started = [e for e in events if isinstance(e, SpeechStarted)]
     assert [(e.index, e.text) for e in started] == list(enumerate(SENTENCES))

@@ -104,13 +104,28 @@ class SageMakerTransport(Transport):
     async def connect(self) -> None:
         try:
             if self._client is None:
-                config = await AsyncSageMakerRuntimeHTTP2Config.resolve(region=self.region)
-                self._client = self._owned_client = AsyncSageMakerRuntimeHTTP2Client(config)
+                self._client = self._owned_client = await self._default_client()
             self._stream = await self._client.invoke_endpoint_with_bidirectional_stream(
                 self._request
             )
         except (SmithyError, OSError) as exc:
+            await self.close()
             raise _connect_error(exc, self.endpoint_name) from exc
+
+    async def _default_client(self) -> AsyncSageMakerRuntimeHTTP2Client:
+        """A client on the AWS CRT HTTP client: the SDK's default (aiohttp) cannot stream
+        both ways, and refuses this operation."""
+        try:
+            from smithy_http.aio.crt import AWSCRTHTTPClient
+        except ImportError as exc:
+            raise ImportError(
+                "SageMakerTransport needs the AWS CRT HTTP client: install 'smithy-http[awscrt]'"
+            ) from exc
+        config = await AsyncSageMakerRuntimeHTTP2Config.resolve(
+            transport=AWSCRTHTTPClient(),
+            **({} if self.region is None else {"region": self.region}),
+        )
+        return AsyncSageMakerRuntimeHTTP2Client(config)
 
     async def send(self, message: Mapping[str, Any]) -> None:
         payload = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

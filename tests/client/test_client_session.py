@@ -12,6 +12,7 @@ from voicestream.client import (
     AudioChunk,
     ConnectionLostError,
     InvalidRequestError,
+    RequestState,
     SessionState,
     SpeechBusyError,
     SpeechCancelled,
@@ -105,9 +106,11 @@ async def test_requests_are_answered_in_order_with_text_or_binary_frames(
 async def test_close_goes_out_only_after_the_last_completion(warm_server: str) -> None:
     transport = RecordingTransport(warm_server)
     session = await SpeechSession.connect(transport)
-    await session.submit("First.")
-    await session.submit("Second.")
+    first = await session.submit("First.")
+    second = await session.submit("Second.")
+    assert session.pending == {first: RequestState.QUEUED, second: RequestState.QUEUED}
     await session.close()
+    assert session.pending == {}
 
     events = [event async for event in session.events()]
     assert [type(e).__name__ for e in events if not isinstance(e, AudioChunk)] == [
@@ -191,9 +194,7 @@ async def test_unknown_voice_fails_that_request_and_the_session_goes_on(warm_ser
 async def test_lost_connection_fails_pending_requests_and_raises(warm_server: str) -> None:
     async with CuttableProxy(warm_server) as proxy:
         session = await SpeechSession.connect(proxy.url)
-        pending = await session.submit(
-            "This request will never finish, because the line goes dead."
-        )
+        pending = await session.submit("Never finished.")
         proxy.cut()
         events: list[SpeechEvent] = []
         with pytest.raises(ConnectionLostError):
@@ -234,6 +235,8 @@ async def test_a_full_server_refuses_the_session_as_busy(
 def test_sync_session_speaks_a_list_of_fragments(warm_server: str) -> None:
     with SyncSpeechSession.connect(warm_server) as session:
         events = list(session.speak(["Hello ", "there. ", "Bye."]))
+        assert session.pending == {}
+    assert session.state is SessionState.CLOSED
     completed = [e for e in events if isinstance(e, SpeechCompleted)]
     assert [e.index for e in completed] == [0, 1]
     assert all(e.audio_bytes > 0 for e in completed)

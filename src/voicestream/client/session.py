@@ -158,6 +158,11 @@ class SpeechSession:
     def state(self) -> SessionState:
         return self._state
 
+    @property
+    def pending(self) -> dict[str, RequestState]:
+        """The requests not finished yet, by id in submission order, with their state."""
+        return {request_id: request.state for request_id, request in self._requests.items()}
+
     async def __aenter__(self) -> Self:
         return self
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterable, 
 from typing import Any, Self
 
 from voicestream.client.events import SpeechEvent
-from voicestream.client.session import SpeechSession
+from voicestream.client.session import RequestState, SessionState, SpeechSession
 from voicestream.client.transport import Transport
 from voicestream.protocol import DEFAULT_SAMPLE_RATE, DEFAULT_VOICE, AudioFormat
 
@@ -22,6 +22,10 @@ async def _pull(fragments: Iterable[str]) -> AsyncIterator[str]:
     iterator = iter(fragments)
     while (fragment := await asyncio.to_thread(next, iterator, _EXHAUSTED)) is not _EXHAUSTED:
         yield fragment
+
+
+async def _pending_of(session: SpeechSession) -> dict[str, RequestState]:
+    return session.pending
 
 
 async def _next_or_none(events: AsyncIterator[SpeechEvent]) -> SpeechEvent | None:
@@ -79,6 +83,15 @@ class SyncSpeechSession:
             self._run(self._session.__aexit__(exc_type, *exc_info))
         finally:
             _stop(self._loop, self._thread)
+
+    @property
+    def state(self) -> SessionState:
+        return self._session.state
+
+    @property
+    def pending(self) -> dict[str, RequestState]:
+        """As `SpeechSession.pending`, read on the session's own thread."""
+        return self._run(_pending_of(self._session))
 
     def submit(
         self,

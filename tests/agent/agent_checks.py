@@ -26,6 +26,14 @@ async def collect(
         return [event async for event in events]
 
 
+async def settled(llm: Any, timeout_s: float = 15.0) -> None:
+    """The local model's generation thread has let go of the model (at its next token, or
+    once the prompt is read: llama.cpp cannot be stopped inside the prompt's evaluation)."""
+    async with asyncio.timeout(timeout_s):
+        while llm._generate_lock.locked():
+            await asyncio.sleep(0.02)
+
+
 def of_type(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [event for event in events if event["type"] == kind]
 

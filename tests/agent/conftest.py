@@ -33,3 +33,12 @@ def agent_app(speech_server: str, local_llm: LocalLlamaModel) -> BedrockAgentCor
 def agent_url(agent_app: BedrockAgentCoreApp) -> Iterator[str]:
     with running_agent(agent_app) as url:
         yield url
+
+
+@pytest.fixture
+def long_winded_llm(local_llm: LocalLlamaModel) -> Iterator[LocalLlamaModel]:
+    """The local model allowed answers far longer than a test may take."""
+    limit = local_llm.get_config()["max_tokens"]
+    local_llm.update_config(max_tokens=4000)
+    yield local_llm
+    local_llm.update_config(max_tokens=limit)

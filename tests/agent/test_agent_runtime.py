@@ -4,7 +4,6 @@ speech server; the audio is checked by ear (Whisper)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from tests.agent.agent_checks import (
@@ -14,6 +13,7 @@ from tests.agent.agent_checks import (
     check_failure,
     collect,
     of_type,
+    settled,
     spoken_text,
     transcribe,
     word_error_rate,
@@ -21,19 +21,10 @@ from tests.agent.agent_checks import (
 
 from voicestream.agent.app import free_port
 from voicestream.agent.llm import create_model
-from voicestream.agent.local_llm import LocalLlamaModel
 from voicestream.agent.runtime import run
 from voicestream.protocol import AgentRequest
 
 MAX_WER = 0.25
-
-
-async def _settled(llm: LocalLlamaModel, timeout_s: float = 15.0) -> None:
-    """The local model's generation thread has let go of the model (at its next token, or
-    once the prompt is read: llama.cpp cannot be stopped inside the prompt's evaluation)."""
-    async with asyncio.timeout(timeout_s):
-        while llm._generate_lock.locked():
-            await asyncio.sleep(0.02)
 
 
 def _no_other_tasks() -> set[asyncio.Task[object]]:
@@ -67,7 +58,7 @@ async def test_unreachable_speech_server_is_an_error_event(mode, local_llm):
 
     check_failure(events, "speech_unavailable")
     assert not _no_other_tasks()
-    await _settled(local_llm)
+    await settled(local_llm)
 
 
 async def test_failing_llm_is_an_error_event(speech_server):
@@ -92,16 +83,7 @@ async def test_speech_server_refusal_passes_its_code_through(local_llm, speech_s
 
     check_failure(events, "unknown_voice")
     assert not _no_other_tasks()
-    await _settled(local_llm)
-
-
-@pytest.fixture
-def long_winded_llm(local_llm: LocalLlamaModel) -> Iterator[LocalLlamaModel]:
-    """The local model allowed answers far longer than a test may take."""
-    limit = local_llm.get_config()["max_tokens"]
-    local_llm.update_config(max_tokens=4000)
-    yield local_llm
-    local_llm.update_config(max_tokens=limit)
+    await settled(local_llm)
 
 
 async def test_caller_leaving_mid_answer_leaves_nothing_behind(long_winded_llm, speech_server):
@@ -114,4 +96,4 @@ async def test_caller_leaving_mid_answer_leaves_nothing_behind(long_winded_llm, 
     await answer.aclose()
 
     assert not _no_other_tasks()
-    await _settled(long_winded_llm)
+    await settled(long_winded_llm)

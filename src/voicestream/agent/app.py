@@ -1,10 +1,17 @@
 """The agent as a Bedrock AgentCore runtime: `POST /invocations` answers with the events of
 PROTOCOL.md section 2 as Server-Sent Events, `GET /ping` says `{"status":"Healthy"}`.
 
-`BedrockAgentCoreApp` does the HTTP: it runs our async-generator entrypoint on its own worker
-event loop and writes each yielded dict as one `data: {json}` event, so `/ping` answers even
-while answers are being generated. The same app runs on AgentCore (in the container of
-docker/agent.Dockerfile, port 8080), and on one machine (`voicestream agent`, `serve_agent`).
+`BedrockAgentCoreApp` provides the routes, the request context and the health check. Its
+entrypoint here is an async function that returns the event stream as a Starlette response,
+rather than an async generator: AgentCore bridges a generator entrypoint through a worker
+thread and a queue, and when the caller hangs up, that bridge leaves the answer running
+until the garbage collector happens to close it (the LLM still writing, the speech session
+still open). Our `EventStream` response closes the answer the moment the response ends,
+however it ends. The answer never blocks the event loop (the LLM runs in a thread, the rest
+is I/O), so `/ping` stays responsive all the same.
+
+The same app runs on AgentCore (in the container of docker/agent.Dockerfile, port 8080), and
+on one machine (`voicestream agent`, `serve_agent`).
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from typing import Any
 
 import uvicorn
 from bedrock_agentcore.runtime import BedrockAgentCoreApp
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 from strands.models import Model
 
 from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
@@ -29,6 +38,7 @@ from voicestream.protocol import (
     AgentError,
     ErrorCode,
     ProtocolError,
+    encode_sse,
     new_request_id,
     parse_agent_request,
 )
@@ -139,6 +149,30 @@ def _dump(event: Any) -> dict[str, Any]:
     return event.model_dump(mode="json", exclude_none=True)
 
 
+class EventStream(StreamingResponse):
+    """Events as Server-Sent Events (`data: {json}`, one per event); the events' generator
+    is closed when the response ends, also when the caller hung up halfway."""
+
+    def __init__(self, events: AsyncIterator[dict[str, Any]]) -> None:
+        super().__init__(
+            _encoded(events), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.body_iterator.aclose()  # type: ignore[attr-defined]
+
+
+async def _encoded(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    try:
+        async for event in events:
+            yield encode_sse(event)
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
+
+
 def create_app(
     settings: AgentSettings | None = None, *, llm: Model | None = None
 ) -> BedrockAgentCoreApp:
@@ -157,9 +191,8 @@ def create_app(
     app.state.service = service
 
     @app.entrypoint
-    async def invocations(payload: Any) -> AsyncIterator[dict[str, Any]]:
-        async for event in service.answer(payload):
-            yield event
+    async def invocations(payload: Any) -> EventStream:
+        return EventStream(service.answer(payload))
 
     return app
 

@@ -27,7 +27,7 @@ import base64
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,7 +177,7 @@ async def run(
             )
         yield answer.end()
     finally:
-        await _stop(tasks, connecting)
+        await _shielded(_stop(tasks, connecting))
 
 
 async def _text_task(
@@ -310,6 +310,13 @@ def _llm_message(error: Exception) -> str:
         if detail
         else f"the language model failed ({name})"
     )
+
+
+async def _shielded(cleanup: Coroutine[Any, Any, None]) -> None:
+    """Run `cleanup` to its end even if the caller is cancelled again while it waits (a
+    server's cancel scope re-cancels on every await): it then finishes in its own task."""
+    task = asyncio.ensure_future(cleanup)
+    await asyncio.shield(task)
 
 
 async def _stop(tasks: list[asyncio.Task[None]], connecting: asyncio.Task[SpeechSession]) -> None:

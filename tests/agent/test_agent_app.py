@@ -1,0 +1,109 @@
+"""The AgentCore app over real HTTP: uvicorn on loopback, httpx as the caller."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+from tests.agent.agent_checks import PROMPT, check_answer, settled
+
+from voicestream.agent.app import AgentSettings
+from voicestream.protocol import SSEDecoder
+
+
+async def post_events(url: str, payload: Any, timeout_s: float = 120.0) -> list[dict[str, Any]]:
+    decoder = SSEDecoder()
+    events = []
+    async with (
+        asyncio.timeout(timeout_s),
+        httpx.AsyncClient(timeout=timeout_s) as client,
+        client.stream("POST", f"{url}/invocations", json=payload) as response,
+    ):
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for chunk in response.aiter_raw():
+            events.extend(event.json() for event in decoder.feed(chunk))
+    events.extend(event.json() for event in decoder.flush())
+    return events
+
+
+async def speech_server_idle(speech_server: str, timeout_s: float = 15.0) -> None:
+    """No session open and nothing queued on the speech server."""
+    wanted = {"voicestream_active_sessions 0.0", "voicestream_queue_depth 0.0"}
+    async with asyncio.timeout(timeout_s), httpx.AsyncClient() as client:
+        while not wanted <= set((await client.get(f"{speech_server}/metrics")).text.splitlines()):
+            await asyncio.sleep(0.05)
+
+
+async def test_ping_is_healthy(agent_url):
+    async with httpx.AsyncClient() as client:
+        response = await client.get(f"{agent_url}/ping")
+    assert response.status_code == 200
+    assert response.json()["status"] == "Healthy"
+
+
+async def test_answer_streams_as_server_sent_events(agent_url):
+    events = await post_events(agent_url, {"prompt": PROMPT, "mode": "bidi", "voice": "af_heart"})
+
+    check_answer(events, "bidi")
+
+
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        ({"mode": "bidi"}, "text_required"),
+        ({"prompt": "Hello.", "mode": "fast"}, "invalid_message"),
+        ({"prompt": "Hello.", "speed": 9}, "invalid_speed"),
+        ([1, 2], "invalid_message"),
+    ],
+)
+async def test_bad_payload_is_an_error_event(agent_url, payload, code):
+    events = await post_events(agent_url, payload, 10)
+
+    assert [event["type"] for event in events] == ["error", "agent_end"]
+    assert events[0]["code"] == code and events[0]["message"]
+    assert events[0]["request_id"] == events[1]["request_id"]
+
+
+async def test_hanging_up_mid_answer_stops_the_answer(
+    agent_url, agent_app, speech_server, long_winded_llm
+):
+    prompt = "Tell me a very long story about a dragon, in many paragraphs."
+    decoder = SSEDecoder()
+    async with (
+        asyncio.timeout(120),
+        httpx.AsyncClient(timeout=120) as client,
+        client.stream("POST", f"{agent_url}/invocations", json={"prompt": prompt}) as response,
+    ):
+        async for chunk in response.aiter_raw():
+            if any(e.json()["type"] == "audio_chunk" for e in decoder.feed(chunk)):
+                break  # hang up with the LLM still writing and sentences still queued
+
+    service = agent_app.state.service
+    await settled(long_winded_llm)
+    await speech_server_idle(speech_server)
+    async with asyncio.timeout(5):
+        while service.active_answers:
+            await asyncio.sleep(0.02)
+
+
+def test_settings_from_environment():
+    env = {
+        "VOICESTREAM_SPEECH_URL": "ws://speech:8080/invocations-bidirectional-stream",
+        "VOICESTREAM_LLM": "bedrock",
+        "VOICESTREAM_LLM_MODEL": "us.amazon.nova-lite-v1:0",
+        "AWS_REGION": "us-west-2",
+        "VOICESTREAM_LLM_MAX_TOKENS": "120",
+    }
+    settings = AgentSettings.from_env(env, llm="openai", base_url=None)
+
+    assert settings.speech_url == "ws://speech:8080/invocations-bidirectional-stream"
+    assert (settings.llm, settings.model, settings.region) == (
+        "openai",
+        "us.amazon.nova-lite-v1:0",
+        "us-west-2",
+    )
+    assert settings.base_url is None and settings.max_tokens == 120
+    assert AgentSettings.from_env({}) == AgentSettings()

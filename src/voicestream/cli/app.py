@@ -22,17 +22,21 @@ ModelDir = Annotated[
     Path | None,
     typer.Option("--model-dir", envvar="VOICESTREAM_MODEL_DIR", help="Directory with model.onnx and voices/*.bin."),
 ]
+FORMAT_BY_SUFFIX = {
+    ".wav": "wav", ".mp3": "mp3", ".m4a": "aac", ".mp4": "aac", ".aac": "aac", ".ogg": "opus", ".opus": "opus",
+    ".flac": "flac", ".pcm": "pcm16", ".raw": "pcm16", ".ulaw": "mulaw", ".mulaw": "mulaw",
+}
 Device = Annotated[str, typer.Option("--device", help="Where the model runs: cpu or cuda.")]
 Variant = Annotated[str, typer.Option("--variant", help="Model precision: int8, fp16 or fp32 (offline bundle: int8).")]
 
 
-def load_engine(model_dir: Path | None, device: str = "cpu", variant: str = "int8"):  # noqa: ANN201
+def load_engine(model_dir: Path | None, device: str = "cpu", variant: str = "int8", warm_up: bool = True):  # noqa: ANN201
     """Load the engine with a progress bar while weights are prepared; exit cleanly on a known error."""
     from voicestream.engine import EngineError, KokoroEngine
 
     try:
         with weights_progress() as progress:
-            return KokoroEngine.load(model_dir, device=device, variant=variant, progress=progress)
+            return KokoroEngine.load(model_dir, device=device, variant=variant, progress=progress, warm_up=warm_up)
     except EngineError as error:
         stderr.print(f"[red]error:[/red] {error.message}")
         raise typer.Exit(2) from None
@@ -52,16 +56,16 @@ def say(
     device: Device = "cpu",
 ) -> None:
     """Synthesize TEXT to an audio file."""
-    from voicestream.audio import AudioError, create_encoder, format_for_path
+    from voicestream.audio import AudioError, create_encoder, finalize_wav
     from voicestream.engine import InvalidInputError
 
-    chosen = format or format_for_path(output)
+    chosen = format or FORMAT_BY_SUFFIX.get(output.suffix.lower(), "wav")
     try:
-        encoder = create_encoder(chosen, sample_rate=sample_rate, streaming=False)
+        encoder = create_encoder(chosen, sample_rate=sample_rate)
     except AudioError as error:
         stderr.print(f"[red]error:[/red] {error}")
         raise typer.Exit(2) from None
-    engine = load_engine(model_dir, device)
+    engine = load_engine(model_dir, device, warm_up=False)
     try:
         engine.check(text, voice, speed)
     except InvalidInputError as error:
@@ -73,8 +77,8 @@ def say(
             samples += chunk.size
             out.write(encoder.encode(chunk))
         out.write(encoder.finish())
-    if encoder.needs_header_rewrite:
-        output.write_bytes(encoder.finalize(output.read_bytes()))
+    if chosen == "wav":  # the streamed header has open-ended sizes; a file gets the real ones
+        output.write_bytes(finalize_wav(output.read_bytes()))
     stderr.print(f"Wrote {output} ({chosen}, {samples / engine.sample_rate:.3f} s, voice {voice}).")
 
 

@@ -15,16 +15,24 @@ stderr = Console(stderr=True)
 
 @contextmanager
 def weights_progress() -> Iterator[ProgressCallback]:
-    """Yield a callback for :func:`voicestream.engine.resolve_weights` that drives one bar per step."""
+    """Yield a callback for :func:`voicestream.engine.resolve_weights` that drives one bar per step.
+
+    The bars appear only once there is work to show: cached weights print nothing.
+    """
     tasks: dict[str, TaskID] = {}
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-        console=stderr, transient=False,
-    ) as bars:
+    bars = Progress(
+        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=stderr
+    )
 
-        def update(description: str, done: int, total: int) -> None:
-            if description not in tasks:
-                tasks[description] = bars.add_task(description, total=total)
-            bars.update(tasks[description], completed=done, total=total)
+    def update(description: str, done: int, total: int) -> None:
+        if not tasks:
+            bars.start()
+        if description not in tasks:
+            tasks[description] = bars.add_task(description, total=total)
+        bars.update(tasks[description], completed=done, total=total)
 
+    try:
         yield update
+    finally:
+        if tasks:
+            bars.stop()

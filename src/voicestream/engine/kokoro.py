@@ -29,7 +29,7 @@ from voicestream.engine.phonemes import Phonemizer, split_phonemes
 from voicestream.engine.silence import PAUSE_AFTER_CLAUSE_S, PAUSE_AFTER_SENTENCE_S, trim_silence
 from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights
-from voicestream.text import IncrementalSentenceChunker
+from voicestream.text import IncrementalSentenceChunker, normalize_for_speech
 
 log = logging.getLogger(__name__)
 
@@ -149,9 +149,11 @@ class KokoroEngine:
     def plan(self, text: str) -> Iterator[Piece]:
         """The pieces of ``text`` in speaking order, phonemized lazily one sentence at a time.
 
-        Laziness matters: phonemizing a long block up front would delay its first audio.
+        Markup, emoji and symbols are rewritten for speech first (the text layer's
+        normalizer). Laziness matters: phonemizing a long block up front would delay its
+        first audio.
         """
-        sentences = split_sentences(text)
+        sentences = split_sentences(normalize_for_speech(text))
         for s_index, sentence in enumerate(sentences):
             batches = split_phonemes(self._phonemizer.phonemize(sentence))
             for b_index, phonemes in enumerate(batches):

@@ -1,0 +1,47 @@
+"""Speech recognition for quality checks: faster-whisper tiny.en, and word error rate."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from voicestream.audio import pcm16_to_float, resample
+
+WHISPER_RATE = 16_000
+
+
+def transcribe_samples(whisper: Any, samples: np.ndarray, rate: int) -> str:
+    """What Whisper hears in float32 mono ``samples`` at ``rate``."""
+    audio = resample(samples.astype(np.float32), rate, WHISPER_RATE)
+    segments, _ = whisper.transcribe(audio, language="en", beam_size=1)
+    return " ".join(segment.text for segment in segments)
+
+
+def transcribe(whisper: Any, pcm16: bytes, rate: int = 24_000) -> str:
+    return transcribe_samples(whisper, pcm16_to_float(pcm16), rate)
+
+
+_NUMBER_WORDS = {
+    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+    "seven": "7", "eight": "8", "nine": "9", "ten": "10",
+}
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words without punctuation; small number words as digits, so "5" matches "five"."""
+    tokens = re.sub(r"[^a-z0-9 ]+", " ", text.lower().replace("'", "")).split()
+    return [_NUMBER_WORDS.get(token, token) for token in tokens]
+
+
+def word_error_rate(reference: str, hypothesis: str) -> float:
+    """Word-level edit distance over the reference's length (punctuation and case ignored)."""
+    ref, hyp = words(reference), words(hypothesis)
+    previous = list(range(len(hyp) + 1))
+    for i, ref_word in enumerate(ref, 1):
+        current = [i]
+        for j, hyp_word in enumerate(hyp, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ref_word != hyp_word)))
+        previous = current
+    return previous[-1] / max(len(ref), 1)

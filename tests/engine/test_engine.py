@@ -1,0 +1,114 @@
+"""The Kokoro engine with the real int8 model: durations, chunking, styles, typed errors."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from voicestream.engine import (
+    EmptyTextError,
+    InvalidSpeedError,
+    KokoroEngine,
+    TextTooLongError,
+    UnknownVoiceError,
+)
+from voicestream.engine.phonemes import MAX_PHONEMES, split_phonemes
+from voicestream.engine.silence import trim_silence
+from voicestream.engine.voices import VoiceBank
+
+
+def test_reference_sentence_duration(engine: KokoroEngine) -> None:
+    """The reference deployment returned 73,200 bytes (1.525 s) for this sentence."""
+    audio = engine.synthesize("Hello there.", "af_heart")
+    assert audio.dtype == np.float32
+    assert len(audio) / engine.sample_rate == pytest.approx(1.525, rel=0.03)
+    assert 0.05 < float(np.abs(audio).max()) <= 1.0
+
+
+def test_long_text_is_split_within_the_phoneme_window(engine: KokoroEngine) -> None:
+    text = " ".join(["This sentence keeps going, clause after clause, and never stops"] * 9) + "."
+    pieces = list(engine.plan(text))
+    assert len(pieces) > 1
+    assert all(0 < len(p.phonemes) <= MAX_PHONEMES for p in pieces)
+    assert pieces[0].first and pieces[-1].last and not any(p.first for p in pieces[1:])
+    chunks = list(engine.stream(text))
+    assert len(chunks) == len(pieces)
+    assert sum(c.size for c in chunks) / engine.sample_rate > 15
+
+
+def test_sentences_stream_one_by_one(engine: KokoroEngine) -> None:
+    chunks = list(engine.stream("First sentence here. Second one follows. And a third."))
+    assert len(chunks) == 3
+
+
+def test_split_phonemes_prefers_clauses_then_words() -> None:
+    phonemes = "ɐ " * 200 + ", " + "b " * 200
+    batches = split_phonemes(phonemes, limit=510)
+    assert all(len(b) <= 510 for b in batches)
+    assert "".join(batches).replace(" ", "") == phonemes.replace(" ", "")
+    assert split_phonemes("x" * 1200, limit=510) == ["x" * 510, "x" * 510, "x" * 180]
+
+
+def test_style_row_follows_phoneme_count(engine: KokoroEngine) -> None:
+    bank = VoiceBank(engine.files.voices_dir)
+    pack = bank.pack("af_heart")
+    assert pack.shape == (510, 1, 256) and pack.dtype == np.float32
+    assert np.array_equal(bank.style("af_heart", 10), pack[9])
+    assert np.array_equal(bank.style("af_heart", 9999), pack[-1])
+
+
+def test_speed_changes_duration(engine: KokoroEngine) -> None:
+    normal = engine.synthesize("Speaking at a different rate.", speed=1.0)
+    fast = engine.synthesize("Speaking at a different rate.", speed=2.0)
+    slow = engine.synthesize("Speaking at a different rate.", speed=0.5)
+    assert len(fast) < 0.7 * len(normal) < len(normal) < 0.7 * len(slow)
+
+
+def test_trim_keeps_speech_and_cuts_silence() -> None:
+    rate = 24000
+    speech = np.sin(np.linspace(0, 400 * np.pi, rate // 2)).astype(np.float32) * 0.5
+    padded = np.concatenate([np.zeros(rate, np.float32), speech, np.zeros(rate, np.float32)])
+    trimmed = trim_silence(padded, rate)
+    assert speech.size <= trimmed.size < speech.size + int(0.05 * rate)
+    assert trim_silence(padded, rate, head=False, tail=False) is padded
+
+
+@pytest.mark.parametrize(("text", "voice", "speed", "error", "names"), [
+    ("", "af_heart", 1.0, EmptyTextError, "empty"),
+    ("   \n", "af_heart", 1.0, EmptyTextError, "empty"),
+    ("hi", "xx_nobody", 1.0, UnknownVoiceError, "af_heart"),
+    ("hi", "af_heart", 2.5, InvalidSpeedError, "0.5 and 2.0"),
+    ("hi", "af_heart", 0.1, InvalidSpeedError, "0.5 and 2.0"),
+    ("x" * 20_001, "af_heart", 1.0, TextTooLongError, "20000"),
+])
+def test_bad_input_gets_a_typed_error_naming_what_is_allowed(
+    engine: KokoroEngine, text: str, voice: str, speed: float, error: type[Exception], names: str
+) -> None:
+    with pytest.raises(error) as raised:
+        engine.synthesize(text, voice, speed)
+    assert names in str(raised.value)
+
+
+async def test_async_stream_never_blocks_the_event_loop(engine: KokoroEngine) -> None:
+    ticks: list[float] = []
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.01)
+
+    task = asyncio.create_task(ticker())
+    chunks = [chunk async for chunk in engine.astream("The event loop keeps running. Even during synthesis.")]
+    task.cancel()
+    assert len(chunks) == 2
+    gaps = np.diff(ticks)
+    assert len(ticks) > 20 and gaps.max() < 0.25
+
+
+def test_every_voice_speaks(engine: KokoroEngine) -> None:
+    assert len(engine.voices) == 54
+    for voice in ("af_heart", "am_michael", "bf_emma", "bm_george"):
+        assert engine.synthesize("Okay.", voice).size > 0

@@ -7,18 +7,7 @@ import statistics
 import time
 
 from tests.server.wire import WirePeer
-
-FIRST_SENTENCE = "Voice agents should start speaking as soon as they can."
-BLOCK = (  # 4 sentences, 267 characters, as in the reference's measurement
-    "Voice agents should start speaking as soon as they can. Waiting for the whole paragraph "
-    "wastes seconds that the listener notices at once. Streaming each sentence keeps the "
-    "conversation natural and quick. The rest of the answer follows while the first part is playing."
-)
-LONG_TEXT = " ".join(
-    f"Chapter {n} follows the travellers along the river. They pass the mills and the old "
-    "stone bridges, until night falls over the valley." for n in range(1, 9)
-)
-
+from voicestream.bench.texts import BLOCK, FIRST_SENTENCE, MONOLOGUE
 
 async def _time_to_first_audio(url: str, text: str) -> float:
     """Seconds from sending ``text`` on a new session to its first audio byte (the rest is cancelled)."""
@@ -64,7 +53,7 @@ async def test_new_session_is_not_starved_by_long_monologues(speech_server: str)
     async def monologue(started: asyncio.Event) -> None:
         peer = await WirePeer.open(speech_server)
         try:
-            await peer.send({"text": LONG_TEXT, "request_id": "long"})
+            await peer.send({"text": MONOLOGUE, "request_id": "long"})
             while True:
                 if isinstance(await peer.ws.recv(), bytes):
                     started.set()

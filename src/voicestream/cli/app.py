@@ -158,3 +158,27 @@ def serve(
         max_queue=max_queue, idle_timeout_s=idle_timeout, stale_after_s=stale_after,
     )
     run_server(settings, log_level=log_level)
+
+
+bench_app = typer.Typer(help="Measurements for docs/BENCHMARKS.md (tables on stdout).", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+Trials = Annotated[int, typer.Option("--trials", min=1, help="Repetitions of each measurement.")]
+
+
+@bench_app.command("rtf")
+def bench_rtf(trials: Trials = 3, model_dir: ModelDir = None, device: Device = "cpu") -> None:
+    """Real-time factor of the engine for short, medium and long inputs."""
+    from voicestream.bench.rtf import measure_rtf
+
+    engine = load_engine(model_dir, device)
+    typer.echo(f"Kokoro-82M {engine.files.model_path.name} on {', '.join(engine.providers)}\n")
+    typer.echo(measure_rtf(engine, trials))
+
+
+@bench_app.command("server")
+def bench_server(trials: Trials = 5, model_dir: ModelDir = None, device: Device = "cpu") -> None:
+    """Time to first audio byte over the real server: block vs first sentence, overhead, contention."""
+    from voicestream.bench.server import measure_server
+
+    engine = load_engine(model_dir, device)
+    typer.echo(measure_server(engine, trials))

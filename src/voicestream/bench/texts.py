@@ -1,0 +1,31 @@
+"""The inputs every measurement uses, so that docs/BENCHMARKS.md and the tests speak of the same texts."""
+
+FIRST_SENTENCE = "Voice agents should start speaking as soon as they can."
+BLOCK = (  # 4 sentences, 267 characters, like the reference's measured block
+    "Voice agents should start speaking as soon as they can. Waiting for the whole paragraph "
+    "wastes seconds that the listener notices at once. Streaming each sentence keeps the "
+    "conversation natural and quick. The rest of the answer follows while the first part is playing."
+)
+REFERENCE_SENTENCES = (
+    ("Hello there.", 73_200, 1.525),
+    ("This is a post deployment check.", 108_000, 2.250),
+    ("It has three sentences.", 98_400, 2.050),
+)
+"""The reference deployment's three-sentence check: text, bytes of pcm16, seconds."""
+
+RTF_INPUTS = {
+    "short": "Hello there.",
+    "medium": "The meeting has moved to Thursday afternoon. Please bring the quarterly figures and your questions.",
+    "long": " ".join([
+        "Kokoro is a small text to speech model with eighty two million parameters.",
+        "It runs comfortably on a laptop processor, and even faster on a graphics card.",
+        "This paragraph is long enough to be split into several pieces.",
+        "Each piece is rendered on its own and streamed to the listener at once.",
+        "The real time factor tells how many seconds of computing one second of speech costs.",
+        "Lower is better, and anything under one keeps up with a live conversation.",
+    ]),
+}
+MONOLOGUE = " ".join(
+    f"Chapter {n} follows the travellers along the river. They pass the mills and the old "
+    "stone bridges, until night falls over the valley." for n in range(1, 9)
+)

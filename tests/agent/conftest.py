@@ -14,11 +14,14 @@ from voicestream.agent.local_llm import LocalLlamaModel
 
 TEST_MAX_TOKENS = 60
 """Short answers (two or three sentences) keep the agent tests quick."""
+TEST_THREADS = 1
+"""The speech engine, Whisper and the LLM share the test machine's few cores: a single LLM
+thread never spins waiting for a second one that the others have pushed off its core."""
 
 
 @pytest.fixture(scope="session")
 def local_llm() -> LocalLlamaModel:
-    model = create_model("local", max_tokens=TEST_MAX_TOKENS)
+    model = create_model("local", max_tokens=TEST_MAX_TOKENS, n_threads=TEST_THREADS)
     assert isinstance(model, LocalLlamaModel)
     model.load()
     return model

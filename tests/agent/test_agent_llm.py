@@ -1,0 +1,143 @@
+"""The LLM providers and `stream_text`: the real local model, Strands' OpenAI provider
+against an OpenAI-compatible server on loopback, and the errors of `create_model`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+from llama_cpp import Llama
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
+from strands import Agent
+from tests.agent.agent_checks import PROMPT, settled
+
+from voicestream.agent.app import free_port
+from voicestream.agent.llm import SYSTEM_PROMPT, LLMConfigError, create_model, stream_text
+from voicestream.agent.local_llm import LocalLlamaModel, default_model_path
+
+
+async def answer(agent_or_model, prompt: str = PROMPT) -> list[str]:
+    async with asyncio.timeout(60):
+        return [delta async for delta in stream_text(agent_or_model, prompt)]
+
+
+async def test_local_model_streams_text_deltas(local_llm):
+    deltas = await answer(local_llm)
+
+    assert len(deltas) > 5 and all(deltas)
+    assert len(deltas) <= local_llm.get_config()["max_tokens"]  # one delta per token, capped
+    assert "sky" in "".join(deltas).lower()
+
+
+async def test_local_model_streams_through_a_strands_agent(local_llm):
+    agent = Agent(model=local_llm, system_prompt=SYSTEM_PROMPT, callback_handler=None)
+
+    deltas = await answer(agent)
+
+    assert len(deltas) > 5 and "".join(deltas).strip()
+
+
+async def test_closing_the_stream_stops_the_local_model(long_winded_llm):
+    stream = stream_text(long_winded_llm, "Tell me a very long story about a dragon.")
+    async with asyncio.timeout(60):
+        first = await anext(stream)
+    await stream.aclose()
+
+    assert first
+    await settled(long_winded_llm)  # not the minutes that 4000 tokens would take
+
+
+@pytest.fixture(scope="module")
+def openai_compatible_server() -> Iterator[str]:
+    """An OpenAI-compatible chat completions server on loopback, answering with SmolLM2 (a
+    second copy, so that it never waits for the agent's)."""
+    llama = Llama(model_path=str(default_model_path()), n_threads=2, verbose=False)
+    lock = threading.Lock()
+
+    async def completions(request: Request) -> StreamingResponse:
+        body = await request.json()
+        messages = [  # content may come as a list of parts; llama.cpp's template wants text
+            {"role": m["role"], "content": _text_of(m["content"])} for m in body["messages"]
+        ]
+
+        def chunks() -> Iterator[str]:
+            with lock:
+                for chunk in llama.create_chat_completion(
+                    messages=messages,
+                    max_tokens=body.get("max_tokens", 60),
+                    temperature=0.2,
+                    repeat_penalty=1.1,
+                    stream=True,
+                ):
+                    yield f"data: {json.dumps(chunk)}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(chunks(), media_type="text/event-stream")
+
+    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        threading.Event().wait(0.02)
+    yield f"http://127.0.0.1:{server.config.port}/v1"
+    server.should_exit = True
+    thread.join(10)
+
+
+def _text_of(content: str | list[dict[str, str]]) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content)
+
+
+async def test_openai_provider_streams_from_a_compatible_server(openai_compatible_server):
+    model = create_model(
+        "openai", model="smollm2", base_url=openai_compatible_server, api_key="test", max_tokens=40
+    )
+
+    deltas = await answer(model)
+
+    assert len(deltas) > 5 and "".join(deltas).strip()
+
+
+def test_bedrock_provider_is_configured_without_calling_aws():
+    model = create_model("bedrock", model="us.amazon.nova-lite-v1:0", region="eu-west-1")
+
+    assert model.get_config()["model_id"] == "us.amazon.nova-lite-v1:0"
+    assert model.get_config()["max_tokens"] == 300
+    assert model.client.meta.region_name == "eu-west-1"
+
+
+def test_local_provider_options(local_llm):
+    model = create_model("local", max_tokens=42, temperature=0.5, n_threads=1)
+
+    assert isinstance(model, LocalLlamaModel)
+    config = model.get_config()
+    assert (config["max_tokens"], config["temperature"], config["n_threads"]) == (42, 0.5, 1)
+    assert config["model_path"] == str(default_model_path())
+
+
+@pytest.mark.parametrize(
+    ("provider", "options", "problem"),
+    [
+        ("gpt", {}, "unknown LLM provider 'gpt'"),
+        ("openai", {}, "needs a model name"),
+        ("openai", {"model": "gpt-4o-mini"}, "needs OPENAI_API_KEY"),
+        ("bedrock", {"n_threads": 2}, "unknown options for bedrock: n_threads"),
+        ("local", {"max_tokens": 0}, "max_tokens must be at least 1"),
+    ],
+)
+def test_create_model_explains_what_is_wrong(monkeypatch, provider, options, problem):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(LLMConfigError, match=problem):
+        create_model(provider, **options)

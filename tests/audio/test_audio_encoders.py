@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from audio_signals import DURATION_S, TONE_HZ, dominant_frequency, tone, uneven_chunks
+from tests.audio.audio_signals import DURATION_S, TONE_HZ, dominant_frequency, tone, uneven_chunks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

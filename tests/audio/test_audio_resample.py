@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from audio_signals import tone
+from tests.audio.audio_signals import tone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -6,7 +6,7 @@ import struct
 import av
 import numpy as np
 import pytest
-from audio_signals import DURATION_S, tone, uneven_chunks
+from tests.audio.audio_signals import DURATION_S, tone, uneven_chunks
 
 from voicestream.audio import AudioError, create_encoder, decode_audio, finalize_wav, wav_header
 from voicestream.audio.pcm import pcm16_to_float

@@ -428,3 +428,11 @@ def test_agent_request_errors(body: str, code: ErrorCode) -> None:
 def test_agent_mode_error_names_the_modes() -> None:
     message = protocol_error(lambda: parse_agent_request('{"prompt":"a","mode":"x"}')).message
     assert all(mode in message for mode in AGENT_MODES)
+
+
+def test_protocol_and_audio_layers_agree_on_formats_and_rates() -> None:
+    from voicestream.audio import SUPPORTED_FORMATS, SUPPORTED_SAMPLE_RATES
+    from voicestream.protocol import AUDIO_FORMATS, SAMPLE_RATES
+
+    assert set(AUDIO_FORMATS) == set(SUPPORTED_FORMATS)
+    assert set(SAMPLE_RATES) == set(SUPPORTED_SAMPLE_RATES)

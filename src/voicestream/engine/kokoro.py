@@ -29,13 +29,12 @@ from voicestream.engine.phonemes import Phonemizer, split_phonemes
 from voicestream.engine.silence import PAUSE_AFTER_CLAUSE_S, PAUSE_AFTER_SENTENCE_S, trim_silence
 from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights
+from voicestream.protocol import DEFAULT_VOICE, MAX_SPEED, MIN_SPEED
 from voicestream.text import IncrementalSentenceChunker, normalize_for_speech
 
 log = logging.getLogger(__name__)
 
 SAMPLE_RATE = 24_000
-MIN_SPEED, MAX_SPEED = 0.5, 2.0
-DEFAULT_VOICE = "af_heart"
 DEFAULT_MAX_TEXT_CHARS = 20_000
 DEVICES = ("cpu", "cuda")
 

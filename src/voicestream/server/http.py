@@ -63,7 +63,7 @@ async def _start(
     service: SpeechService, text: str, voice: str, speed: float, format: str, sample_rate: int,
     timestamp: float | None, request_id: str, route: str,
 ) -> AudioStream:
-    job = service.start(text, voice, speed, format, sample_rate, timestamp, Listener(), request_id, route)
+    job = service.start(text, voice, speed, timestamp, Listener(), request_id, route)
     return service.stream(job, format, sample_rate, route)
 
 

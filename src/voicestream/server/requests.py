@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from voicestream.audio import StreamEncoder, UnsupportedFormatError, UnsupportedSampleRateError, create_encoder
+from voicestream.audio import StreamEncoder, create_encoder
 from voicestream.engine import InvalidInputError, KokoroEngine
 from voicestream.protocol import ErrorCode, SynthesisComplete, SynthesisStart
 from voicestream.server.metrics import ServerMetrics
@@ -118,8 +118,12 @@ class SpeechService:
         self._sessions -= 1
         self.metrics.active_sessions.set(self._sessions)
 
-    def check(self, text: str, voice: str, speed: float, format: str, sample_rate: int, timestamp: float | None) -> None:
-        """Raise :class:`RequestRejected` for the first problem with a request."""
+    def check(self, text: str, voice: str, speed: float, timestamp: float | None) -> None:
+        """Raise :class:`RequestRejected` for what only the server can judge: age, voice, length.
+
+        Format, sample rate and field types were already checked by the protocol layer's
+        parsers, which answer with their own codes.
+        """
         if timestamp is not None and time.time() - timestamp > self.settings.stale_after_s:
             raise RequestRejected(
                 ErrorCode.REQUEST_STALE,
@@ -128,20 +132,15 @@ class SpeechService:
             )
         try:
             self.engine.check(text, voice, speed)
-            create_encoder(format, sample_rate)
         except InvalidInputError as error:
             raise RequestRejected(ErrorCode(error.code), error.message) from None
-        except UnsupportedFormatError as error:
-            raise RequestRejected(ErrorCode.UNSUPPORTED_FORMAT, str(error)) from None
-        except UnsupportedSampleRateError as error:
-            raise RequestRejected(ErrorCode.UNSUPPORTED_SAMPLE_RATE, str(error)) from None
 
     def start(
-        self, text: str, voice: str, speed: float, format: str, sample_rate: int,
-        timestamp: float | None, listener: Listener, request_id: str, route: str,
+        self, text: str, voice: str, speed: float, timestamp: float | None,
+        listener: Listener, request_id: str, route: str,
     ) -> SynthesisJob:
         """Validate and queue one request; synthesis starts as soon as the scheduler allows."""
-        self.check(text, voice, speed, format, sample_rate, timestamp)
+        self.check(text, voice, speed, timestamp)
         try:
             job = self.scheduler.submit(SynthesisJob(text, voice, speed, listener, request_id))
         except BusyError as error:

@@ -123,8 +123,8 @@ class BidiSession:
     def _accept(self, request: SynthesizeRequest) -> None:
         try:
             job = self.service.start(
-                request.text, request.voice, request.speed, request.format, request.sample_rate,
-                request.request_timestamp, self.listener, request.request_id or "", route="websocket",
+                request.text, request.voice, request.speed, request.request_timestamp,
+                self.listener, request.request_id or "", route="websocket",
             )
         except RequestRejected as rejected:
             self._reject(rejected.code, rejected.message, request.request_id)

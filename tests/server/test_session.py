@@ -204,3 +204,32 @@ async def test_disconnect_mid_synthesis_frees_the_work(speech_server: str) -> No
     async with asyncio.timeout(30):
         while (await settled()) != {"voicestream_queue_depth": 0.0, "voicestream_active_sessions": 0.0}:
             await asyncio.sleep(0.2)
+
+
+async def test_websocket_is_accepted_fast_and_answers_pings(speech_server: str) -> None:
+    """SageMaker wants the upgrade within 250 ms, and keeps idle sessions alive with pings."""
+    import time
+
+    started = time.monotonic()
+    peer = await WirePeer.open(speech_server)
+    assert time.monotonic() - started < 0.25
+    pong = await peer.ws.ping()
+    await asyncio.wait_for(pong, 5)
+    await peer.close()
+
+
+async def test_websocket_is_accepted_while_the_model_loads(engine) -> None:
+    """The socket opens at once even before the model is warm; requests then wait for it."""
+    import time
+
+    from voicestream.server import ServerSettings, free_port, running_server
+
+    settings = ServerSettings(host="127.0.0.1", port=free_port(), model_dir=engine.files.model_path.parent)
+    with running_server(None, settings) as url:
+        started = time.monotonic()
+        peer = await WirePeer.open(url)
+        assert time.monotonic() - started < 0.25
+        await peer.send({"text": "Hello there.", "request_id": "early"})
+        answer = await peer.answer()
+        assert answer.kinds == ["synthesis_start", "synthesis_complete"]
+        await peer.close()

@@ -21,7 +21,7 @@ from tests.agent.agent_checks import (
 
 from voicestream.agent.app import free_port
 from voicestream.agent.llm import create_model
-from voicestream.agent.runtime import run
+from voicestream.agent.runtime import run, speech_transport
 from voicestream.protocol import AgentRequest
 
 MAX_WER = 0.25
@@ -97,3 +97,20 @@ async def test_caller_leaving_mid_answer_leaves_nothing_behind(long_winded_llm, 
 
     assert not _no_other_tasks()
     await settled(long_winded_llm)
+
+
+def test_speech_targets():
+    sagemaker = speech_transport("sagemaker://kokoro-82m?region=eu-west-1")
+    assert (sagemaker.endpoint_name, sagemaker.region) == ("kokoro-82m", "eu-west-1")
+    websocket = speech_transport("http://127.0.0.1:8080")
+    assert websocket.url == "ws://127.0.0.1:8080/invocations-bidirectional-stream"
+    with pytest.raises(ValueError, match="endpoint name"):
+        speech_transport("sagemaker://")
+
+
+async def test_malformed_speech_address_is_an_error_event(local_llm):
+    events = await collect(run(AgentRequest(prompt=PROMPT), local_llm, "ftp://speech"), 30)
+
+    check_failure(events, "speech_unavailable")
+    assert "ftp://speech" in events[-2]["message"]
+    await settled(local_llm)

@@ -232,9 +232,9 @@ async def _text_task(
                 except Exception as error:
                     logger.warning("the LLM failed: %r", error)
                     raise _Failure(ErrorCode.LLM_ERROR, _llm_message(error)) from error
+                event = answer.emit(TextDelta, seq=answer.text_seq, text=delta)
                 if answer.ttft_ms is None:
-                    answer.ttft_ms = answer.t_ms()
-                answer.emit(TextDelta, seq=answer.text_seq, text=delta)
+                    answer.ttft_ms = event["t_ms"]
                 answer.text_seq += 1
                 if bidi:
                     for sentence in chunker.feed(delta):

@@ -1,0 +1,40 @@
+# The voicestream agent as an Amazon Bedrock AgentCore runtime.
+#
+# AgentCore runs arm64 (Graviton) containers and talks to them on port 8080:
+# POST /invocations answers with Server-Sent Events (PROTOCOL.md section 2), GET /ping with
+# {"status":"Healthy"}. The image has no local LLM (no `local-llm` extra): it answers with a
+# Bedrock model, and speaks through the speech server's SageMaker endpoint (`aws` extra).
+#
+# Build from the repository root:
+#   docker build --platform linux/arm64 -f docker/agent.Dockerfile -t voicestream-agent .
+# Configure at run time (agent-infra sets these on the runtime):
+#   VOICESTREAM_SPEECH_URL=sagemaker://ENDPOINT_NAME   (or ws://host:8080 for a plain server)
+#   VOICESTREAM_LLM_MODEL=<Bedrock model id>            AWS_REGION=<region>
+
+FROM --platform=linux/arm64 python:3.12-slim AS build
+COPY --from=ghcr.io/astral-sh/uv:0.13.9 /uv /usr/local/bin/uv
+ENV UV_COMPILE_BYTECODE=1 \
+    UV_LINK_MODE=copy \
+    UV_PYTHON_DOWNLOADS=never \
+    UV_PROJECT_ENVIRONMENT=/app/.venv
+WORKDIR /src
+# Dependencies first, in their own layer: a change to the code does not reinstall them.
+COPY pyproject.toml uv.lock README.md ./
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --frozen --no-dev --extra aws --no-install-project
+COPY src ./src
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --frozen --no-dev --extra aws --no-editable
+
+FROM --platform=linux/arm64 python:3.12-slim
+RUN useradd --system --uid 10001 --user-group --home-dir /app --no-create-home agent
+COPY --from=build --chown=agent:agent /app/.venv /app/.venv
+ENV PATH=/app/.venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    VOICESTREAM_LLM=bedrock \
+    HOST=0.0.0.0 \
+    PORT=8080
+WORKDIR /app
+USER agent
+EXPOSE 8080
+CMD ["python", "-m", "voicestream.agent"]

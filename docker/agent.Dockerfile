@@ -12,7 +12,7 @@
 #   VOICESTREAM_LLM_MODEL=<Bedrock model id>            AWS_REGION=<region>
 
 FROM --platform=linux/arm64 python:3.12-slim AS build
-COPY --from=ghcr.io/astral-sh/uv:0.13.9 /uv /usr/local/bin/uv
+RUN pip install --no-cache-dir uv==0.13.9
 ENV UV_COMPILE_BYTECODE=1 \
     UV_LINK_MODE=copy \
     UV_PYTHON_DOWNLOADS=never \

@@ -131,3 +131,17 @@ def test_metrics_are_prometheus_text(speech_server: str) -> None:
                  "voicestream_active_sessions", "voicestream_queue_depth"):
         assert name in text
     assert 'voicestream_errors_total{code="unknown_voice"}' in text
+
+
+def test_openai_route_server_sent_events_use_openai_event_names(speech_server: str) -> None:
+    decoder = SSEDecoder()
+    events = []
+    with httpx.stream("POST", f"{speech_server}/v1/audio/speech", timeout=60, json={
+        "model": "kokoro", "input": "Hello there.", "voice": "af_heart", "response_format": "pcm", "stream_format": "sse",
+    }) as response:
+        for chunk in response.iter_raw():
+            events += [event.json() for event in decoder.feed(chunk)]
+    deltas = [e for e in events if e["type"] == "speech.audio.delta"]
+    assert deltas and events[-1]["type"] == "speech.audio.done"
+    pcm = b"".join(base64.b64decode(e["audio"]) for e in deltas)
+    assert len(pcm) / 2 / 24000 == pytest.approx(HELLO_SECONDS, rel=0.03)

@@ -125,16 +125,6 @@ def models_list() -> None:
 
 
 @app.command()
-def demo(
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the greeting.")] = Path("voicestream-demo.wav"),
-    model_dir: ModelDir = None,
-) -> None:
-    """Run voicestream on this machine (for now: synthesize a greeting to a WAV file)."""
-    say("Hello! This is voicestream, speaking with Kokoro on your own machine.", output=output, model_dir=model_dir)
-    typer.echo(f"Greeting written to {output.resolve()}")
-
-
-@app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "0.0.0.0",
     port: Annotated[int, typer.Option(help="Port (SageMaker uses 8080).")] = 8080,

@@ -92,6 +92,7 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
         except Exception as error:  # noqa: BLE001 - the server stays up and /ping tells the platform
             state.failure = str(error)
             log.error("The model failed to load: %s", error)
+            state.ready.set()  # waiting requests are refused at once, not after ready_timeout_s
             return
         state.service = SpeechService(loaded, settings, state.metrics)
         state.service.scheduler.start()

@@ -6,6 +6,7 @@ engine stops at the next piece and nothing is left queued.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import AsyncIterator
 
@@ -55,6 +56,19 @@ async def _sse_events(stream: AudioStream, request_id: str) -> AsyncIterator[byt
             yield encode_sse(stream.result.complete_frame(request_id))
     except SynthesisFailed as failure:
         yield encode_sse(ErrorFrame(request_id=request_id, code=ErrorCode.INTERNAL, message=str(failure)))
+    finally:
+        stream.job.cancel()
+
+
+async def _openai_sse_events(stream: AudioStream) -> AsyncIterator[bytes]:
+    """OpenAI's speech SSE: ``speech.audio.delta`` events with base64 audio, then ``speech.audio.done``."""
+    try:
+        async for data in stream:
+            yield encode_sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
+        if stream.result is not None:
+            yield encode_sse({"type": "speech.audio.done", "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}})
+    except SynthesisFailed as failure:
+        yield encode_sse({"type": "error", "error": {"code": ErrorCode.INTERNAL.value, "message": str(failure)}})
     finally:
         stream.job.cancel()
 
@@ -120,5 +134,5 @@ async def openai_speech(request: Request) -> Response:
     except RequestRejected as rejected:
         return _rejected(service, rejected.code, rejected.message, rejected.http_status)
     if body.stream_format == "sse":
-        return StreamingResponse(_sse_events(stream, "openai"), media_type="text/event-stream")
+        return StreamingResponse(_openai_sse_events(stream), media_type="text/event-stream")
     return StreamingResponse(_cancel_on_exit(stream), media_type=stream.encoder.content_type)

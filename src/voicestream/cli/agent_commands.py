@@ -1,0 +1,139 @@
+"""Commands around the agent: ``agent``, ``compare`` and ``demo``."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from voicestream.cli.app import ModelDir, app, load_engine
+from voicestream.cli.progress import stderr
+
+DEMO_PROMPT = (
+    "Explain in three short paragraphs why a voice assistant should start speaking before "
+    "it has finished writing its answer."
+)
+Llm = Annotated[str, typer.Option("--llm", help="local (SmolLM2, offline), openai or bedrock.")]
+LlmModel = Annotated[
+    str | None, typer.Option("--model", help="Model: a Bedrock model id, an OpenAI model name, or a GGUF path.")
+]
+BaseUrl = Annotated[str | None, typer.Option("--base-url", help="An OpenAI-compatible server's URL.")]
+Region = Annotated[str | None, typer.Option("--region", help="AWS region for Bedrock.")]
+
+
+@app.command()
+def agent(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8081,
+    speech_url: Annotated[
+        str, typer.Option("--speech-url", help="Speech server: ws://host:port or sagemaker://ENDPOINT.")
+    ] = "ws://127.0.0.1:8080",
+    llm: Llm = "local",
+    model: LlmModel = None,
+    base_url: BaseUrl = None,
+    region: Region = None,
+) -> None:
+    """Run the agent runtime (the Bedrock AgentCore contract) against a speech server."""
+    from voicestream.agent.app import AgentSettings, serve_agent
+
+    settings = AgentSettings.from_env(speech_url=speech_url, llm=llm, model=model, base_url=base_url, region=region)
+    serve_agent(host, port, settings)
+
+
+def print_comparison(target: str, prompt: str, trials: int, modes: list[str]) -> None:
+    from voicestream.agent.compare import CompareError, compare, format_table
+
+    try:
+        results = asyncio.run(compare(target, prompt, modes, trials))
+    except CompareError as error:
+        stderr.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+    typer.echo(format_table(results))
+
+
+Modes = Annotated[list[str], typer.Option("--mode", help="Modes to compare (repeatable).")]
+
+
+@app.command("compare")
+def compare_modes(
+    agent_url: Annotated[str, typer.Option("--agent-url", help="The agent's base URL or an AgentCore runtime ARN.")],
+    prompt: Annotated[str, typer.Option(help="The same prompt for every mode.")] = DEMO_PROMPT,
+    trials: Annotated[int, typer.Option(min=1, help="Answers per mode.")] = 1,
+    mode: Modes = ["bidi", "batch", "batch-stream"],  # noqa: B006 - typer reads the default
+) -> None:
+    """Time to first text and audio of bidi, batch and batch-stream for one prompt."""
+    print_comparison(agent_url, prompt, trials, mode)
+
+
+@app.command()
+def demo(
+    prompt: Annotated[str, typer.Option(help="The question the demo asks first.")] = DEMO_PROMPT,
+    speech_port: Annotated[int, typer.Option("--speech-port", help="Speech server port (0: any free).")] = 8080,
+    agent_port: Annotated[int, typer.Option("--agent-port", help="Agent port (0: any free).")] = 8081,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where the spoken answer is written.")] = Path(
+        "voicestream-demo.wav"
+    ),
+    once: Annotated[bool, typer.Option("--once", help="Exit after the first answer instead of serving.")] = False,
+    model_dir: ModelDir = None,
+) -> None:
+    """Run everything on this machine: speech server, local LLM and agent, then ask it a question."""
+    from voicestream.agent.app import AgentSettings, create_app, running_agent
+    from voicestream.server import ServerSettings, free_port, running_server
+
+    import logging
+
+    logging.getLogger("bedrock_agentcore").setLevel(logging.WARNING)
+    engine = load_engine(model_dir)
+    speech = ServerSettings(host="127.0.0.1", port=speech_port or free_port())
+    with running_server(engine, speech) as speech_url:
+        stderr.print("Loading the local LLM (SmolLM2-135M-Instruct)...")
+        settings = AgentSettings.from_env(speech_url=speech_url.replace("http://", "ws://"), llm="local")
+        with running_agent(create_app(settings), port=agent_port or free_port()) as agent_url:
+            typer.echo(f"speech server: {speech_url}  (WebSocket {speech_url.replace('http', 'ws')}/invocations-bidirectional-stream)")
+            typer.echo(f"agent:         {agent_url}/invocations  (POST {{\"prompt\": ..., \"mode\": \"bidi\"}}, SSE)")
+            typer.echo(f"\nAsking: {prompt}\n")
+            answer, end = asyncio.run(_speak_to_file(agent_url, prompt, output))
+            typer.echo(f"Answer: {answer}\n")
+            typer.echo(
+                f"First text after {end.get('ttft_ms', 0):.0f} ms, first audio after {end.get('ttfa_ms', 0):.0f} ms; "
+                f"spoken answer written to {output.resolve()}"
+            )
+            typer.echo(f"Compare the modes: uv run voicestream compare --agent-url {agent_url}")
+            if once:
+                return
+            typer.echo("\nServing; press Ctrl-C to stop.")
+            try:
+                threading.Event().wait()
+            except KeyboardInterrupt:
+                typer.echo("Stopping.")
+
+
+async def _speak_to_file(agent_url: str, prompt: str, output: Path) -> tuple[str, dict]:
+    """Ask the agent in bidi mode; write its audio as a WAV file; return its text and ``agent_end``."""
+    import base64
+
+    import httpx
+
+    from voicestream.audio import finalize_wav, wav_header
+    from voicestream.protocol import SSEDecoder
+
+    text, audio, end = [], bytearray(), {}
+    decoder = SSEDecoder()
+    async with httpx.AsyncClient(timeout=300) as client:
+        async with client.stream("POST", f"{agent_url}/invocations", json={"prompt": prompt, "mode": "bidi"}) as reply:
+            async for chunk in reply.aiter_raw():
+                for event in decoder.feed(chunk):
+                    data = event.json()
+                    if data["type"] == "text_delta":
+                        text.append(data["text"])
+                    elif data["type"] == "audio_chunk":
+                        audio += base64.b64decode(data["data"])
+                    elif data["type"] == "error":
+                        stderr.print(f"[red]agent error:[/red] {data['code']}: {data['message']}")
+                    elif data["type"] == "agent_end":
+                        end = data
+    output.write_bytes(finalize_wav(wav_header(24000) + bytes(audio)))
+    return "".join(text).strip(), end

@@ -59,7 +59,8 @@ class AgentSettings:
     `sagemaker://ENDPOINT_NAME` for a SageMaker endpoint (see `speech_transport`).
     `model` is the provider's model name (a Bedrock model id, an OpenAI model name, or for
     `local` the path of another GGUF file); `base_url` is an OpenAI-compatible server's URL;
-    `region` the AWS region for Bedrock; `llm_threads` the CPU threads of the local model.
+    `region` the AWS region for Bedrock; `llm_threads` the CPU threads of the local model;
+    `first_clause_words` turns on bidi's short first chunk (see `runtime.run`).
     """
 
     speech_url: str = DEFAULT_SPEECH_URL
@@ -69,16 +70,18 @@ class AgentSettings:
     region: str | None = None
     max_tokens: int = DEFAULT_MAX_TOKENS
     llm_threads: int = DEFAULT_LOCAL_THREADS
+    first_clause_words: int | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> AgentSettings:
         """Settings from VOICESTREAM_SPEECH_URL, VOICESTREAM_LLM (local, openai or bedrock),
         VOICESTREAM_LLM_MODEL, VOICESTREAM_LLM_BASE_URL, VOICESTREAM_LLM_MAX_TOKENS,
-        VOICESTREAM_LLM_THREADS and AWS_REGION (or AWS_DEFAULT_REGION); `overrides` that are
-        not None win (CLI options)."""
+        VOICESTREAM_LLM_THREADS, VOICESTREAM_FIRST_CLAUSE_WORDS and AWS_REGION (or
+        AWS_DEFAULT_REGION); `overrides` that are not None win (CLI options)."""
         env = os.environ if environ is None else environ
         max_tokens = env.get("VOICESTREAM_LLM_MAX_TOKENS")
         threads = env.get("VOICESTREAM_LLM_THREADS")
+        clause_words = env.get("VOICESTREAM_FIRST_CLAUSE_WORDS")
         settings = cls(
             speech_url=env.get("VOICESTREAM_SPEECH_URL") or DEFAULT_SPEECH_URL,
             llm=env.get("VOICESTREAM_LLM") or "local",
@@ -87,6 +90,7 @@ class AgentSettings:
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
             max_tokens=int(max_tokens) if max_tokens else DEFAULT_MAX_TOKENS,
             llm_threads=int(threads) if threads else DEFAULT_LOCAL_THREADS,
+            first_clause_words=int(clause_words) if clause_words else None,
         )
         return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -147,8 +151,15 @@ class AgentService:
                 )
                 yield _dump(AgentEnd(request_id=request_id, t_ms=0.0))
                 return
-            async for event in run(request, self.llm, self.settings.speech_url):
-                yield event
+            answer = run(
+                request,
+                self.llm,
+                self.settings.speech_url,
+                first_clause_words=self.settings.first_clause_words,
+            )
+            async with contextlib.aclosing(answer):
+                async for event in answer:
+                    yield event
         finally:
             with self._lock:
                 self.active_answers -= 1

@@ -5,23 +5,24 @@ HTTP to an agent's URL (`voicestream agent`, a container) or through the Bedrock
 API to a runtime's ARN. Times are taken here, as a caller sees them, from sending the request
 to the arrival of the first text, the first audio and the last event.
 
-For each answer the agent also reports when its first speech request left
-(`first_sentence_ms`) and how long the speech server took over it
-(`first_sentence_synthesis_s`). Their sum is the lower bound of the agent's time to first
-audio: no mode can speak before its first request is written and synthesized. In `bidi` the
-first request is the first sentence; in the batch modes it is the whole answer. The gap
-between the agent's own time to first audio and that bound is what the pipeline itself costs
-(queueing, the sockets, base64).
+For a `bidi` answer the agent also reports when its first sentence left for the speech
+server (`first_sentence_ms`) and how long the server took to synthesize it
+(`first_sentence_synthesis_s`). Their sum is the lower bound of bidi's time to first audio
+(the engine speaks a sentence once it is synthesized), and the gap between the agent's own
+time to first audio and that bound is what the pipeline itself costs (queueing, the
+sockets, base64). The batch modes have no such bound: their one request is the whole
+answer, which `batch-stream` starts to hear long before it is all synthesized.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import statistics
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,14 +54,17 @@ class ModeResult:
 
     @property
     def lower_bound_ms(self) -> float | None:
-        """The earliest the agent could have sent audio: first request out plus its synthesis."""
-        if self.first_sentence_ms is None or self.first_sentence_synthesis_s is None:
+        """For `bidi`, the earliest the agent could have sent audio: the first sentence out
+        plus its synthesis; None for the other modes."""
+        if self.mode != "bidi" or self.first_sentence_ms is None:
+            return None
+        if self.first_sentence_synthesis_s is None:
             return None
         return self.first_sentence_ms + self.first_sentence_synthesis_s * 1000
 
     @property
     def gap_ms(self) -> float | None:
-        """The agent's time to first audio beyond the lower bound."""
+        """For `bidi`, the agent's time to first audio beyond the lower bound."""
         bound = self.lower_bound_ms
         if bound is None or self.agent_ttfa_ms is None:
             return None
@@ -107,20 +111,21 @@ async def _measure(
     end: dict[str, Any] = {}
     error = None
     started = time.perf_counter()
-    async for arrived, event in _events(target, payload, timeout_s):
-        elapsed_ms = (arrived - started) * 1000
-        kind = event.get("type")
-        if kind == "text_delta" and first_text is None:
-            first_text = elapsed_ms
-        elif kind == "audio_chunk":
-            first_audio = elapsed_ms if first_audio is None else first_audio
-            chunks += 1
-        elif kind == "audio_stream_end":
-            audio_s = float(event.get("duration_s", 0.0))
-        elif kind == "error":
-            error = f"{event.get('code')}: {event.get('message')}"
-        elif kind == "agent_end":
-            end = event
+    async with contextlib.aclosing(_events(target, payload, timeout_s)) as events:
+        async for arrived, event in events:
+            elapsed_ms = (arrived - started) * 1000
+            kind = event.get("type")
+            if kind == "text_delta" and first_text is None:
+                first_text = elapsed_ms
+            elif kind == "audio_chunk":
+                first_audio = elapsed_ms if first_audio is None else first_audio
+                chunks += 1
+            elif kind == "audio_stream_end":
+                audio_s = float(event.get("duration_s", 0.0))
+            elif kind == "error":
+                error = f"{event.get('code')}: {event.get('message')}"
+            elif kind == "agent_end":
+                end = event
     return ModeResult(
         mode=mode,
         trial=trial,
@@ -138,7 +143,7 @@ async def _measure(
 
 def _events(
     target: str, payload: dict[str, Any], timeout_s: float
-) -> AsyncIterator[tuple[float, dict[str, Any]]]:
+) -> AsyncGenerator[tuple[float, dict[str, Any]], None]:
     """(arrival time, event) for each event of one answer."""
     if target.startswith("arn:"):
         return _agentcore_events(target, payload, timeout_s)
@@ -147,7 +152,7 @@ def _events(
 
 async def _http_events(
     url: str, payload: dict[str, Any], timeout_s: float
-) -> AsyncIterator[tuple[float, dict[str, Any]]]:
+) -> AsyncGenerator[tuple[float, dict[str, Any]], None]:
     decoder = SSEDecoder()
     timeout = httpx.Timeout(timeout_s, connect=10.0)
     try:
@@ -175,7 +180,7 @@ async def _http_events(
 
 async def _agentcore_events(
     arn: str, payload: dict[str, Any], timeout_s: float
-) -> AsyncIterator[tuple[float, dict[str, Any]]]:
+) -> AsyncGenerator[tuple[float, dict[str, Any]], None]:
     """The answer of a deployed runtime; boto3 blocks, so it reads in a thread and the
     arrival times are taken there."""
     chunks = await asyncio.to_thread(_read_agentcore, arn, payload, timeout_s)

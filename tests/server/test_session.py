@@ -6,9 +6,8 @@ import asyncio
 import json
 
 import pytest
-from websockets.exceptions import ConnectionClosed
-
 from tests.server.wire import WirePeer
+from websockets.exceptions import ConnectionClosed
 
 THREE_SENTENCES = [
     ("Hello there.", 1.525),
@@ -194,7 +193,8 @@ async def test_disconnect_mid_synthesis_frees_the_work(speech_server: str) -> No
     await peer.ws.close()
 
     async def settled() -> dict[str, float]:
-        text = httpx.get(f"{speech_server}/metrics").text
+        async with httpx.AsyncClient() as client:
+            text = (await client.get(f"{speech_server}/metrics")).text
         values = {}
         for name in ("voicestream_queue_depth", "voicestream_active_sessions"):
             line = next(line for line in text.splitlines() if line.startswith(name + " "))

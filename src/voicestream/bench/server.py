@@ -11,7 +11,7 @@ import json
 import statistics
 import time
 
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import connect
 
 from voicestream.bench.table import markdown_table
 from voicestream.bench.texts import BLOCK, FIRST_SENTENCE, MONOLOGUE, REFERENCE_SENTENCES
@@ -21,7 +21,7 @@ from voicestream.server import running_server
 WS_PATH = "/invocations-bidirectional-stream"
 
 
-async def _first_audio_s(url: str, text: str) -> float:
+async def first_audio_s(url: str, text: str) -> float:
     """A new session, one request; seconds until its first audio frame (the rest is cancelled)."""
     async with connect(url) as ws:
         sent = time.monotonic()
@@ -66,8 +66,9 @@ async def _monologue(url: str, started: asyncio.Event) -> None:
                 started.set()
 
 
-async def _contention(url: str, trials: int) -> tuple[list[float], list[float]]:
-    idle = [await _first_audio_s(url, "Hello there.") for _ in range(trials)]
+async def first_audio_beside_monologues(url: str, trials: int) -> tuple[list[float], list[float]]:
+    """Seconds to first audio of 'Hello there.' on an idle server, then beside 3 long monologues."""
+    idle = [await first_audio_s(url, "Hello there.") for _ in range(trials)]
     events = [asyncio.Event() for _ in range(3)]
     tasks = [asyncio.create_task(_monologue(url, event)) for event in events]
     try:
@@ -75,7 +76,7 @@ async def _contention(url: str, trials: int) -> tuple[list[float], list[float]]:
             await event.wait()
         busy = []
         for _ in range(trials):
-            busy.append(await _first_audio_s(url, "Hello there."))
+            busy.append(await first_audio_s(url, "Hello there."))
             await asyncio.sleep(0.3)
     finally:
         for task in tasks:
@@ -92,8 +93,8 @@ def _stats(values: list[float]) -> list[float]:
 async def _measure(url: str, engine: KokoroEngine, trials: int) -> str:
     block, first, bare = [], [], []
     for _ in range(trials):  # interleaved so that noise hits every column alike
-        first.append(await _first_audio_s(url, FIRST_SENTENCE))
-        block.append(await _first_audio_s(url, BLOCK))
+        first.append(await first_audio_s(url, FIRST_SENTENCE))
+        block.append(await first_audio_s(url, BLOCK))
         bare.append(await asyncio.to_thread(_engine_first_chunk_s, engine, FIRST_SENTENCE))
     ratio = statistics.mean(block) / statistics.mean(first)
     ttfa = markdown_table(
@@ -109,7 +110,7 @@ async def _measure(url: str, engine: KokoroEngine, trials: int) -> str:
         ["sentence", "reference bytes", "reference s", "voicestream bytes", "voicestream s"],
         await _three_sentences(url),
     )
-    idle, busy = await _contention(url, trials)
+    idle, busy = await first_audio_beside_monologues(url, trials)
     contention = markdown_table(
         ["'Hello there.' on a new session", "mean ms", "median ms", "min ms", "max ms"],
         [["idle server", *_stats(idle)], ["beside 3 long monologues", *_stats(busy)]],

@@ -16,14 +16,14 @@ REFERENCE_SENTENCES = (
 RTF_INPUTS = {
     "short": "Hello there.",
     "medium": "The meeting has moved to Thursday afternoon. Please bring the quarterly figures and your questions.",
-    "long": " ".join([
-        "Kokoro is a small text to speech model with eighty two million parameters.",
-        "It runs comfortably on a laptop processor, and even faster on a graphics card.",
-        "This paragraph is long enough to be split into several pieces.",
-        "Each piece is rendered on its own and streamed to the listener at once.",
-        "The real time factor tells how many seconds of computing one second of speech costs.",
-        "Lower is better, and anything under one keeps up with a live conversation.",
-    ]),
+    "long": (
+        "Kokoro is a small text to speech model with eighty two million parameters. "
+        "It runs comfortably on a laptop processor, and even faster on a graphics card. "
+        "This paragraph is long enough to be split into several pieces. "
+        "Each piece is rendered on its own and streamed to the listener at once. "
+        "The real time factor tells how many seconds of computing one second of speech costs. "
+        "Lower is better, and anything under one keeps up with a live conversation."
+    ),
 }
 MONOLOGUE = " ".join(
     f"Chapter {n} follows the travellers along the river. They pass the mills and the old "

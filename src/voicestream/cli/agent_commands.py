@@ -80,10 +80,10 @@ def demo(
     model_dir: ModelDir = None,
 ) -> None:
     """Run everything on this machine: speech server, local LLM and agent, then ask it a question."""
+    import logging
+
     from voicestream.agent.app import AgentSettings, create_app, running_agent
     from voicestream.server import ServerSettings, free_port, running_server
-
-    import logging
 
     logging.getLogger("bedrock_agentcore").setLevel(logging.WARNING)
     engine = load_engine(model_dir)
@@ -122,18 +122,21 @@ async def _speak_to_file(agent_url: str, prompt: str, output: Path) -> tuple[str
 
     text, audio, end = [], bytearray(), {}
     decoder = SSEDecoder()
-    async with httpx.AsyncClient(timeout=300) as client:
-        async with client.stream("POST", f"{agent_url}/invocations", json={"prompt": prompt, "mode": "bidi"}) as reply:
-            async for chunk in reply.aiter_raw():
-                for event in decoder.feed(chunk):
-                    data = event.json()
-                    if data["type"] == "text_delta":
-                        text.append(data["text"])
-                    elif data["type"] == "audio_chunk":
-                        audio += base64.b64decode(data["data"])
-                    elif data["type"] == "error":
-                        stderr.print(f"[red]agent error:[/red] {data['code']}: {data['message']}")
-                    elif data["type"] == "agent_end":
-                        end = data
+    payload = {"prompt": prompt, "mode": "bidi"}
+    async with (
+        httpx.AsyncClient(timeout=300) as client,
+        client.stream("POST", f"{agent_url}/invocations", json=payload) as reply,
+    ):
+        async for chunk in reply.aiter_raw():
+            for event in decoder.feed(chunk):
+                data = event.json()
+                if data["type"] == "text_delta":
+                    text.append(data["text"])
+                elif data["type"] == "audio_chunk":
+                    audio += base64.b64decode(data["data"])
+                elif data["type"] == "error":
+                    stderr.print(f"[red]agent error:[/red] {data['code']}: {data['message']}")
+                elif data["type"] == "agent_end":
+                    end = data
     output.write_bytes(finalize_wav(wav_header(24000) + bytes(audio)))
     return "".join(text).strip(), end

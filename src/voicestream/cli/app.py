@@ -30,7 +30,7 @@ Device = Annotated[str, typer.Option("--device", help="Where the model runs: cpu
 Variant = Annotated[str, typer.Option("--variant", help="Model precision: int8, fp16 or fp32 (offline bundle: int8).")]
 
 
-def load_engine(model_dir: Path | None, device: str = "cpu", variant: str = "int8", warm_up: bool = True):  # noqa: ANN201
+def load_engine(model_dir: Path | None, device: str = "cpu", variant: str = "int8", warm_up: bool = True):
     """Load the engine with a progress bar while weights are prepared; exit cleanly on a known error."""
     from voicestream.engine import EngineError, KokoroEngine
 

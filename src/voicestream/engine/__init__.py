@@ -10,7 +10,14 @@ from voicestream.engine.errors import (
     UnknownVoiceError,
     WeightsNotFoundError,
 )
-from voicestream.engine.kokoro import DEFAULT_VOICE, MAX_SPEED, MIN_SPEED, SAMPLE_RATE, KokoroEngine, Piece
+from voicestream.engine.kokoro import (
+    DEFAULT_VOICE,
+    MAX_SPEED,
+    MIN_SPEED,
+    SAMPLE_RATE,
+    KokoroEngine,
+    Piece,
+)
 from voicestream.engine.weights import ModelFiles, resolve_weights
 
 __all__ = [

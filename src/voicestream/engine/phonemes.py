@@ -35,7 +35,7 @@ class Phonemizer:
         self._lock = threading.Lock()
 
     @cached_property
-    def _backend(self):  # noqa: ANN202 - phonemizer ships no type hints
+    def _backend(self):
         import espeakng_loader
         from phonemizer.backend import EspeakBackend
         from phonemizer.backend.espeak.wrapper import EspeakWrapper

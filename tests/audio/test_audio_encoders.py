@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from tests.audio.audio_signals import DURATION_S, TONE_HZ, dominant_frequency, tone, uneven_chunks
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.audio.audio_signals import DURATION_S, TONE_HZ, dominant_frequency, tone, uneven_chunks
 
 from voicestream.audio import (
     SUPPORTED_FORMATS,

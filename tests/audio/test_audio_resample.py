@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from tests.audio.audio_signals import tone
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.audio.audio_signals import tone
 
 from voicestream.audio import SUPPORTED_SAMPLE_RATES, StreamResampler, resample
 

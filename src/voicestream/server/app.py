@@ -56,7 +56,7 @@ async def metrics(request: Request) -> Response:
     return Response(request.app.state.server.metrics.render(), media_type=CONTENT_TYPE)
 
 
-def _needs_service(handler):  # noqa: ANN001, ANN202 - a Starlette endpoint decorator
+def _needs_service(handler):
     async def endpoint(request: Request) -> Response:
         service = await request.app.state.server.wait()
         if service is None:

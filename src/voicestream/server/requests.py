@@ -14,7 +14,13 @@ from voicestream.audio import StreamEncoder, create_encoder
 from voicestream.engine import InvalidInputError, KokoroEngine
 from voicestream.protocol import ErrorCode, SynthesisComplete, SynthesisStart
 from voicestream.server.metrics import ServerMetrics
-from voicestream.server.scheduler import BusyError, JobState, Listener, SynthesisJob, SynthesisScheduler
+from voicestream.server.scheduler import (
+    BusyError,
+    JobState,
+    Listener,
+    SynthesisJob,
+    SynthesisScheduler,
+)
 from voicestream.server.settings import ServerSettings
 
 _HTTP_STATUS = {ErrorCode.BUSY: 503, ErrorCode.TEXT_TOO_LONG: 413, ErrorCode.REQUEST_STALE: 408, ErrorCode.INTERNAL: 500}
@@ -79,7 +85,7 @@ class AudioStream:
                         self.metrics.time_to_first_audio.labels(route=self.route).observe(first_audio_ms / 1000)
                     sent += len(data)
                     yield data
-        except Exception as error:  # noqa: BLE001 - the engine's own failure, reported without its text
+        except Exception as error:  # the engine's own failure, reported without its text
             raise SynthesisFailed("Synthesis failed for this request.") from error
         if self.job.state is JobState.CANCELLED:
             return

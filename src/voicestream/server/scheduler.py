@@ -30,8 +30,8 @@ import itertools
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 

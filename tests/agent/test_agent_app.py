@@ -97,6 +97,7 @@ def test_settings_from_environment():
         "AWS_REGION": "us-west-2",
         "VOICESTREAM_LLM_MAX_TOKENS": "120",
         "VOICESTREAM_LLM_THREADS": "1",
+        "VOICESTREAM_FIRST_CLAUSE_WORDS": "0",
     }
     settings = AgentSettings.from_env(env, llm="openai", base_url=None)
 
@@ -108,4 +109,5 @@ def test_settings_from_environment():
     )
     assert settings.base_url is None
     assert (settings.max_tokens, settings.llm_threads) == (120, 1)
+    assert settings.first_clause_words is None  # 0: whole sentences only
     assert AgentSettings.from_env({}) == AgentSettings()

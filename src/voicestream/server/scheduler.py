@@ -12,8 +12,9 @@ piece:
 
 A run cannot be interrupted, so priority alone would still make a new request wait for
 the pieces already running. Workers therefore come in two lanes, one worker per core in
-each: *first-audio* workers run at normal priority and take only a request's first piece;
-*steady* workers run at a lower OS priority (nice +10) and take only the pieces after it.
+each: *first-audio* workers run at normal priority and take only the first piece of each
+listener's earliest unfinished request; *steady* workers run at a lower OS priority
+(nice +10) and take everything else.
 A first piece then starts at once and gets nearly a whole core from the kernel, whatever
 else is rendering (measured: 0.78 s alone, 0.78 s beside two steady runs, 3.6 s beside two
 runs of equal priority).
@@ -181,11 +182,22 @@ class SynthesisScheduler:
             self._wakeup.notify_all()
 
     def _next_job(self, first_only: bool) -> SynthesisJob | None:
-        """The most urgent job that no worker is rendering and whose next piece is this lane's."""
+        """The most urgent job that no worker is rendering and whose next piece is this lane's.
+
+        A piece is first-audio work when it is the first piece of its listener's earliest
+        unfinished request; everything else (later pieces, and requests queued behind
+        another of the same listener, whose audio is not due yet) is steady work.
+        """
         self._jobs = [job for job in self._jobs if not job.finished]
+        heads: set[int] = set()
+        seen: set[int] = set()
+        for job in self._jobs:
+            if id(job.listener) not in seen:
+                seen.add(id(job.listener))
+                heads.add(id(job))
         ready = [
             job for job in self._jobs
-            if not job.rendering and (job.first_audio_at is None) == first_only
+            if not job.rendering and (job.first_audio_at is None and id(job) in heads) == first_only
         ]
         return min(ready, key=SynthesisJob.urgency, default=None)
 
@@ -210,7 +222,7 @@ class SynthesisScheduler:
             job.state = JobState.SPEAKING
         started = time.perf_counter()
         try:
-            audio = await loop.run_in_executor(pool, self._render_next, job)
+            rendered = await loop.run_in_executor(pool, self._render_next, job)
         except Exception as error:  # noqa: BLE001 - handed to the request's consumer, never lost
             if not job.finished:
                 job.state = JobState.FAILED
@@ -218,19 +230,22 @@ class SynthesisScheduler:
             return
         if job.finished:  # cancelled while the piece was rendering: drop it
             return
-        if audio is None:
-            job.state = JobState.DONE
-            job._deliver(_SENTINEL)
-            return
-        job.model_seconds += time.perf_counter() - started
-        seconds = audio.size / self.engine.sample_rate
-        job.audio_seconds += seconds
-        job.listener.buffered(seconds)
-        if job.first_audio_at is None:
-            job.first_audio_at = time.monotonic()
-        job._deliver(audio)
+        if rendered is not None:
+            audio, last = rendered
+            job.model_seconds += time.perf_counter() - started
+            seconds = audio.size / self.engine.sample_rate
+            job.audio_seconds += seconds
+            job.listener.buffered(seconds)
+            if job.first_audio_at is None:
+                job.first_audio_at = time.monotonic()
+            job._deliver(audio)
+            if not last:
+                return
+        job.state = JobState.DONE  # known at once, so the listener's next request is first-audio work
+        job._deliver(_SENTINEL)
 
-    def _render_next(self, job: SynthesisJob) -> np.ndarray | None:
+    def _render_next(self, job: SynthesisJob) -> tuple[np.ndarray, bool] | None:
+        """The next piece's audio and whether it was the request's last piece."""
         assert job._pieces is not None
         piece = next(job._pieces, None)
-        return None if piece is None else self.engine.render(piece, job.voice, job.speed)
+        return None if piece is None else (self.engine.render(piece, job.voice, job.speed), piece.last)

@@ -29,3 +29,5 @@ MONOLOGUE = " ".join(
     f"Chapter {n} follows the travellers along the river. They pass the mills and the old "
     "stone bridges, until night falls over the valley." for n in range(1, 9)
 )
+AGENT_PROMPT = "Explain how a rainbow forms."
+"""The prompt of ``voicestream bench agent``: the local LLM answers it in several sentences."""

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from voicestream.bench.texts import AGENT_PROMPT
 from voicestream.cli.progress import stderr, weights_progress
 
 app = typer.Typer(
@@ -172,3 +173,15 @@ def bench_server(trials: Trials = 5, model_dir: ModelDir = None, device: Device 
 
     engine = load_engine(model_dir, device)
     typer.echo(measure_server(engine, trials))
+
+
+@bench_app.command("agent")
+def bench_agent(
+    trials: Trials = 2,
+    prompt: Annotated[str, typer.Option(help="The prompt every mode answers.")] = AGENT_PROMPT,
+    model_dir: ModelDir = None,
+) -> None:
+    """bidi vs batch vs batch-stream end to end: speech server and local-LLM agent on 127.0.0.1."""
+    from voicestream.bench.agent import measure_agent
+
+    typer.echo(measure_agent(load_engine(model_dir), prompt, trials))

@@ -16,7 +16,9 @@ DEMO_PROMPT = (
     "Explain in three short paragraphs why a voice assistant should start speaking before "
     "it has finished writing its answer."
 )
-Llm = Annotated[str, typer.Option("--llm", help="local (SmolLM2, offline), openai or bedrock.")]
+Llm = Annotated[
+    str | None, typer.Option("--llm", help="local (SmolLM2, offline), openai or bedrock (default: VOICESTREAM_LLM, else local).")
+]
 LlmModel = Annotated[
     str | None, typer.Option("--model", help="Model: a Bedrock model id, an OpenAI model name, or a GGUF path.")
 ]
@@ -29,17 +31,27 @@ def agent(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8081,
     speech_url: Annotated[
-        str, typer.Option("--speech-url", help="Speech server: ws://host:port or sagemaker://ENDPOINT.")
-    ] = "ws://127.0.0.1:8080",
-    llm: Llm = "local",
+        str | None,
+        typer.Option(
+            "--speech-url",
+            help="Speech server: ws://host:port or sagemaker://ENDPOINT "
+            "(default: VOICESTREAM_SPEECH_URL, else ws://127.0.0.1:8080).",
+        ),
+    ] = None,
+    llm: Llm = None,
     model: LlmModel = None,
     base_url: BaseUrl = None,
     region: Region = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Cap on the answer's tokens.")] = None,
+    llm_threads: Annotated[int | None, typer.Option("--llm-threads", help="CPU threads of the local LLM.")] = None,
 ) -> None:
     """Run the agent runtime (the Bedrock AgentCore contract) against a speech server."""
     from voicestream.agent.app import AgentSettings, serve_agent
 
-    settings = AgentSettings.from_env(speech_url=speech_url, llm=llm, model=model, base_url=base_url, region=region)
+    settings = AgentSettings.from_env(
+        speech_url=speech_url, llm=llm, model=model, base_url=base_url, region=region,
+        max_tokens=max_tokens, llm_threads=llm_threads,
+    )
     serve_agent(host, port, settings)
 
 

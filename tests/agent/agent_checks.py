@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from voicestream.audio import pcm16_to_float, resample
 from voicestream.protocol import parse_agent_event
 from voicestream.text import normalize_for_speech
 
 SAMPLE_RATE = 24000
-WHISPER_RATE = 16000
 PROMPT = "Why is the sky blue?"
 
 
@@ -99,30 +96,6 @@ def check_failure(events: list[dict[str, Any]], code: str) -> None:
     assert errors[0]["message"] and "Traceback" not in errors[0]["message"]
     for event in events:
         parse_agent_event(event)
-
-
-def transcribe(whisper: Any, pcm16: bytes) -> str:
-    samples = resample(pcm16_to_float(pcm16), SAMPLE_RATE, WHISPER_RATE)
-    segments, _ = whisper.transcribe(samples, language="en", beam_size=1)
-    return " ".join(segment.text for segment in segments)
-
-
-def words(text: str) -> list[str]:
-    return re.sub(r"[^a-z0-9 ]+", " ", text.lower().replace("'", "")).split()
-
-
-def word_error_rate(reference: str, hypothesis: str) -> float:
-    """Word-level edit distance over the reference's length (punctuation and case ignored)."""
-    ref, hyp = words(reference), words(hypothesis)
-    previous = list(range(len(hyp) + 1))
-    for i, ref_word in enumerate(ref, 1):
-        current = [i]
-        for j, hyp_word in enumerate(hyp, 1):
-            current.append(
-                min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ref_word != hyp_word))
-            )
-        previous = current
-    return previous[-1] / max(len(ref), 1)
 
 
 def spoken_text(events: list[dict[str, Any]]) -> str:

@@ -15,9 +15,8 @@ from tests.agent.agent_checks import (
     of_type,
     settled,
     spoken_text,
-    transcribe,
-    word_error_rate,
 )
+from tests.asr import transcribe, word_error_rate
 
 from voicestream.agent.app import free_port
 from voicestream.agent.llm import create_model

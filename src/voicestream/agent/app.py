@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import socket
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -34,6 +33,7 @@ from strands.models import Model
 from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
 from voicestream.agent.local_llm import DEFAULT_LOCAL_THREADS
 from voicestream.agent.runtime import DEFAULT_FIRST_CLAUSE_WORDS, run, speech_transport
+from voicestream.asgi import free_port, serving
 from voicestream.protocol import (
     AgentEnd,
     AgentError,
@@ -228,12 +228,6 @@ def serve_agent(
     uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
-
-
 @contextlib.contextmanager
 def running_agent(
     app: BedrockAgentCoreApp, host: str = "127.0.0.1", port: int | None = None
@@ -243,15 +237,5 @@ def running_agent(
     config = uvicorn.Config(
         app, host=host, port=port or free_port(host), log_level="warning", lifespan="on"
     )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="agent-server", daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            if not thread.is_alive():
-                raise RuntimeError("the agent server failed to start")
-            threading.Event().wait(0.02)
-        yield f"http://{host}:{config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serving(config, "agent-server") as url:
+        yield url

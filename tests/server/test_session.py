@@ -233,3 +233,23 @@ async def test_websocket_is_accepted_while_the_model_loads(engine) -> None:
         answer = await peer.answer()
         assert answer.kinds == ["synthesis_start", "synthesis_complete"]
         await peer.close()
+
+
+async def test_engine_failure_is_internal_and_session_goes_on(engine, tmp_path) -> None:
+    """A request whose synthesis fails (a damaged voice pack) gets `internal`; others still speak."""
+    from voicestream.server import ServerSettings, free_port, running_server
+
+    (tmp_path / "voices").mkdir()
+    (tmp_path / "model.onnx").symlink_to(engine.files.model_path)
+    (tmp_path / "voices" / "af_heart.bin").symlink_to(engine.files.voices_dir / "af_heart.bin")
+    (tmp_path / "voices" / "zz_damaged.bin").write_bytes(b"\x00" * 100)
+    settings = ServerSettings(host="127.0.0.1", port=free_port(), model_dir=tmp_path)
+    with running_server(None, settings) as url:
+        peer = await WirePeer.open(url)
+        await peer.send({"text": "This voice is broken.", "voice": "zz_damaged", "request_id": "bad"})
+        await peer.send({"text": "This one works.", "request_id": "good"})
+        failed = await peer.answer()
+        assert failed.last["type"] == "error" and failed.last["code"] == "internal"
+        assert failed.last["request_id"] == "bad" and "reshape" not in failed.last["message"]
+        assert (await peer.answer()).kinds == ["synthesis_start", "synthesis_complete"]
+        await peer.close()

@@ -115,14 +115,14 @@ def models_pull(model_dir: ModelDir = None, variant: Variant = "int8") -> None:
 @models_app.command("list")
 def models_list() -> None:
     """Show which weights are cached and where each source stands."""
-    from voicestream.engine.weights import VARIANTS, _cache_dir, _cached, explicit_model_dir
+    from voicestream.engine.weights import VARIANTS, cache_dir, cached_weights, explicit_model_dir
 
     explicit = explicit_model_dir()
     typer.echo(f"explicit directory: {explicit or '(none: set --model-dir or VOICESTREAM_MODEL_DIR)'}")
     for variant in VARIANTS:
-        cached = _cached(variant)
+        cached = cached_weights(variant)
         state = f"{cached.model_path} ({len(cached.voice_names())} voices)" if cached else "not cached"
-        typer.echo(f"{variant:5} {state}  [{_cache_dir(variant)}]")
+        typer.echo(f"{variant:5} {state}  [{cache_dir(variant)}]")
 
 
 @app.command()

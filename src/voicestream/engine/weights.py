@@ -65,7 +65,7 @@ def cache_root() -> Path:
     return Path(base) / "voicestream"
 
 
-def _cache_dir(variant: str) -> Path:
+def cache_dir(variant: str) -> Path:
     return cache_root() / f"kokoro-82m-{variant}"
 
 
@@ -106,8 +106,8 @@ def _from_directory(directory: Path, variant: str, source: str) -> ModelFiles | 
     return ModelFiles(model, voices, source)
 
 
-def _cached(variant: str) -> ModelFiles | None:
-    directory = _cache_dir(variant)
+def cached_weights(variant: str) -> ModelFiles | None:
+    directory = cache_dir(variant)
     if not (directory / "complete").exists():
         return None
     return _from_directory(directory, variant, f"cache ({directory})")
@@ -212,7 +212,7 @@ def _from_offline_bundle(variant: str, progress: Progress | None) -> ModelFiles 
     parts = _bundle_parts()
     if parts is None:
         return None
-    directory = _cache_dir(variant)
+    directory = cache_dir(variant)
     directory.mkdir(parents=True, exist_ok=True)
     model = directory / MODEL_FILE
     if not model.exists():
@@ -249,7 +249,7 @@ def resolve_weights(
                 f"{explicit} holds no Kokoro model: it needs one .onnx file and a voices/ folder of <voice>.bin packs."
             )
         return found
-    found = _cached(variant) or _from_hub(variant) or _from_offline_bundle(variant, progress)
+    found = cached_weights(variant) or _from_hub(variant) or _from_offline_bundle(variant, progress)
     if found is None:
         raise WeightsNotFoundError(
             "No Kokoro-82M weights found. Provide them one of three ways: "

@@ -16,8 +16,7 @@ each: *first-audio* workers run at normal priority and take only the first piece
 listener's earliest unfinished request; *steady* workers run at a lower OS priority
 (nice +10) and take everything else.
 A first piece then starts at once and gets nearly a whole core from the kernel, whatever
-else is rendering (measured: 0.78 s alone, 0.78 s beside two steady runs, 3.6 s beside two
-runs of equal priority).
+else is rendering (see "First audio beside three long monologues" in docs/BENCHMARKS.md).
 
 Pieces of one request are rendered in order; later requests of the same session may be
 rendered while earlier ones still render or send (the session keeps the wire order).

@@ -50,12 +50,26 @@ from voicestream.protocol.messages import (
     parse_server_frame,
 )
 from voicestream.protocol.sse import SSEDecoder, SSEEvent, encode_sse
+from voicestream.protocol.voices import (
+    DEFAULT_LANGUAGE,
+    LANGUAGES,
+    Language,
+    VoiceBlend,
+    VoiceInfo,
+    describe_voice,
+    parse_voice,
+    resolve_language,
+    voice_catalog,
+    voice_language,
+)
 
 __all__ = [
     "AGENT_MODES",
     "AUDIO_FORMATS",
+    "DEFAULT_LANGUAGE",
     "DEFAULT_SAMPLE_RATE",
     "DEFAULT_VOICE",
+    "LANGUAGES",
     "MAX_REQUEST_ID_LENGTH",
     "MAX_SPEED",
     "MIN_SPEED",
@@ -78,6 +92,7 @@ __all__ = [
     "CloseRequest",
     "ErrorCode",
     "ErrorFrame",
+    "Language",
     "OpenAIFormat",
     "OpenAISpeechRequest",
     "PostSynthesisRequest",
@@ -91,8 +106,11 @@ __all__ = [
     "SynthesisStart",
     "SynthesizeRequest",
     "TextDelta",
+    "VoiceBlend",
+    "VoiceInfo",
     "WireModel",
     "decode_control_frame",
+    "describe_voice",
     "encode_sse",
     "load_json_object",
     "new_request_id",
@@ -102,4 +120,8 @@ __all__ = [
     "parse_openai_request",
     "parse_post_request",
     "parse_server_frame",
+    "parse_voice",
+    "resolve_language",
+    "voice_catalog",
+    "voice_language",
 ]

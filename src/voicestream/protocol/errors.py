@@ -8,8 +8,9 @@ from enum import StrEnum
 class ErrorCode(StrEnum):
     """Every `code` an `error` frame or event may carry (PROTOCOL.md).
 
-    The first eleven are the speech server's codes of PROTOCOL.md 1.1. The last three are
-    documented extensions the agent runtime sends in its `error` events.
+    The first eleven are the speech server's codes of PROTOCOL.md 1.1; then the speech
+    server's language and blend extensions; the last three are documented extensions the
+    agent runtime sends in its `error` events.
     """
 
     INVALID_JSON = "invalid_json"
@@ -23,6 +24,9 @@ class ErrorCode(StrEnum):
     BUSY = "busy"
     REQUEST_STALE = "request_stale"
     INTERNAL = "internal"
+    # Speech server extensions: languages and voice blends.
+    UNSUPPORTED_LANGUAGE = "unsupported_language"
+    INVALID_VOICE_BLEND = "invalid_voice_blend"
     # Agent runtime extensions.
     SPEECH_UNAVAILABLE = "speech_unavailable"
     LLM_ERROR = "llm_error"

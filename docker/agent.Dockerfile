@@ -2,8 +2,10 @@
 #
 # AgentCore runs arm64 (Graviton) containers and talks to them on port 8080:
 # POST /invocations answers with Server-Sent Events (PROTOCOL.md section 2), GET /ping with
-# {"status":"Healthy"}. The image has no local LLM (no `local-llm` extra): it answers with a
-# Bedrock model, and speaks through the speech server's SageMaker endpoint (`aws` extra).
+# {"status":"Healthy"}. It installs the `agent` extra only: no speech engine (no onnxruntime,
+# no espeak, no Kokoro weights), no local LLM, no voice input (`asr`: audio requests get
+# `asr_unavailable`). It answers with a Bedrock model (or an OpenAI-compatible server) and
+# speaks through the speech server's SageMaker endpoint (the `aws` extra, part of `agent`).
 #
 # Build from the repository root:
 #   docker build --platform linux/arm64 -f docker/agent.Dockerfile -t voicestream-agent .
@@ -21,10 +23,10 @@ WORKDIR /src
 # Dependencies first, in their own layer: a change to the code does not reinstall them.
 COPY pyproject.toml uv.lock README.md ./
 RUN --mount=type=cache,target=/root/.cache/uv \
-    uv sync --frozen --no-dev --extra aws --no-install-project
+    uv sync --frozen --no-dev --extra agent --no-install-project
 COPY src ./src
 RUN --mount=type=cache,target=/root/.cache/uv \
-    uv sync --frozen --no-dev --extra aws --no-editable
+    uv sync --frozen --no-dev --extra agent --no-editable
 
 FROM --platform=linux/arm64 python:3.12-slim
 RUN useradd --system --uid 10001 --user-group --home-dir /app --no-create-home agent

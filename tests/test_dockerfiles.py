@@ -269,10 +269,12 @@ def _uv_sync(speech: Dockerfile) -> list[Instruction]:
     return runs
 
 
-def test_installs_from_the_lock_with_the_cuda_extra(speech: Dockerfile) -> None:
+def test_installs_from_the_lock_with_the_engine_and_cuda_extras(speech: Dockerfile) -> None:
     for run in _uv_sync(speech):
         assert re.search(r"--(locked|frozen)\b", run.args), run.args
         assert "--no-dev" in run.args, run.args
+        assert "--extra engine" in run.args, run.args
+        assert not re.search(r"--extra (agent|asr|infra|local-llm)\b|--all-extras", run.args), run.args
         assert "--extra cuda" in run.args, run.args
         # onnxruntime-gpu alone must provide the `onnxruntime` module.
         assert "--no-install-package onnxruntime" in run.args, run.args
@@ -527,6 +529,17 @@ def test_agent_image_is_slim_arm64_and_not_root() -> None:
     assert arm64, "arm64 is neither set on FROM nor documented"
     user = agent.final.last("USER")
     assert user is not None and user.args.split(":")[0] not in {"root", "0"}
+
+
+def test_agent_image_installs_the_agent_extra_only() -> None:
+    """No speech engine in the agent's image (tests/test_dependency_split.py checks the set)."""
+    agent = parse_dockerfile(AGENT_DOCKERFILE.read_text())
+    syncs = [i for stage in agent.stages for i in stage.all("RUN") if "uv sync" in i.args]
+    assert syncs
+    for run in syncs:
+        assert re.search(r"--(locked|frozen)\b", run.args) and "--no-dev" in run.args, run.args
+        assert re.findall(r"--extra (\S+)", run.args) == ["agent"], run.args
+        assert "--all-extras" not in run.args, run.args
 
 
 @pytest.mark.parametrize("path", sorted(p.name for p in DOCKER.iterdir() if p.is_file()))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import (
@@ -15,7 +16,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from voicestream.engine.weights import Progress as ProgressCallback
+if TYPE_CHECKING:  # the engine is an extra: the agent's CLI runs without it
+    from voicestream.engine.weights import Progress as ProgressCallback
 
 stderr = Console(stderr=True)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import httpx
@@ -10,23 +11,18 @@ import pytest
 from tests.agent.agent_checks import PROMPT, check_answer, settled
 
 from voicestream.agent.app import AgentSettings
-from voicestream.protocol import SSEDecoder
+from voicestream.client import AsyncAgentClient
+from voicestream.protocol import AudioChunk
+from voicestream.text import ChunkSchedule
 
 
 async def post_events(url: str, payload: Any, timeout_s: float = 120.0) -> list[dict[str, Any]]:
-    decoder = SSEDecoder()
-    events = []
-    async with (
-        asyncio.timeout(timeout_s),
-        httpx.AsyncClient(timeout=timeout_s) as client,
-        client.stream("POST", f"{url}/invocations", json=payload) as response,
-    ):
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/event-stream")
-        async for chunk in response.aiter_raw():
-            events.extend(event.json() for event in decoder.feed(chunk))
-    events.extend(event.json() for event in decoder.flush())
-    return events
+    """The answer's events through the agent client, as the JSON dicts the agent sent."""
+    async with asyncio.timeout(timeout_s), AsyncAgentClient(url, timeout_s=timeout_s) as client:
+        return [
+            received.event.model_dump(mode="json", exclude_none=True)
+            async for received in client.post(payload)
+        ]
 
 
 async def speech_server_idle(speech_server: str, timeout_s: float = 15.0) -> None:
@@ -71,15 +67,12 @@ async def test_hanging_up_mid_answer_stops_the_answer(
     agent_url, agent_app, speech_server, long_winded_llm
 ):
     prompt = "Tell me a very long story about a dragon, in many paragraphs."
-    decoder = SSEDecoder()
-    async with (
-        asyncio.timeout(120),
-        httpx.AsyncClient(timeout=120) as client,
-        client.stream("POST", f"{agent_url}/invocations", json={"prompt": prompt}) as response,
-    ):
-        async for chunk in response.aiter_raw():
-            if any(e.json()["type"] == "audio_chunk" for e in decoder.feed(chunk)):
-                break  # hang up with the LLM still writing and sentences still queued
+    async with asyncio.timeout(120), AsyncAgentClient(agent_url, timeout_s=120) as client:
+        events = client.events(prompt)
+        async with contextlib.aclosing(events):
+            async for received in events:
+                if isinstance(received.event, AudioChunk):
+                    break  # hang up with the LLM still writing and sentences still queued
 
     service = agent_app.state.service
     await settled(long_winded_llm)
@@ -98,6 +91,7 @@ def test_settings_from_environment():
         "VOICESTREAM_LLM_MAX_TOKENS": "120",
         "VOICESTREAM_LLM_THREADS": "1",
         "VOICESTREAM_FIRST_CLAUSE_WORDS": "0",
+        "VOICESTREAM_CHUNK_SCHEDULE": "1,3",
     }
     settings = AgentSettings.from_env(env, llm="openai", base_url=None)
 
@@ -110,4 +104,8 @@ def test_settings_from_environment():
     assert settings.base_url is None
     assert (settings.max_tokens, settings.llm_threads) == (120, 1)
     assert settings.first_clause_words is None  # 0: whole sentences only
+    assert settings.schedule == ChunkSchedule(None, (1, 3))
     assert AgentSettings.from_env({}) == AgentSettings()
+    assert AgentSettings.from_env({}, first_clause_words=0).schedule.first_words is None
+    with pytest.raises(ValueError, match="chunk schedule"):
+        AgentSettings.from_env({"VOICESTREAM_CHUNK_SCHEDULE": "one"})

@@ -1,20 +1,27 @@
-"""The optional latency mode: the first chunk of an answer may end at a clause mark."""
+"""The chunk schedule: in latency mode the first chunk of an answer ends at the first good
+break after a few words; later chunks are whole sentences, possibly grouped."""
 
 from __future__ import annotations
 
 import pytest
 
-from voicestream.text import IncrementalSentenceChunker
+from voicestream.text import SENTENCES, ChunkSchedule, IncrementalSentenceChunker
 
 
-def chunk(text: str, min_clause_words: int | None) -> list[str]:
-    chunker = IncrementalSentenceChunker(min_clause_words=min_clause_words)
+def chunk(text: str, schedule: ChunkSchedule | int | None) -> list[str]:
+    if not isinstance(schedule, ChunkSchedule):
+        schedule = ChunkSchedule(first_words=schedule)
+    chunker = IncrementalSentenceChunker(schedule)
     chunks = [sentence for char in text for sentence in chunker.feed(char)]
     rest = chunker.flush()
     return chunks if rest is None else [*chunks, rest]
 
 
 TEXT = "Well, I think that, after all, we should go. Then more, and more."
+LONG_OPENING = (
+    "A rainbow appears in the sky when sunlight shines through raindrops that bend the light "
+    "into its colours. Each drop acts as a small prism. The colours always come in one order."
+)
 
 
 def test_off_by_default() -> None:
@@ -39,6 +46,61 @@ def test_a_sentence_that_ends_first_is_the_first_chunk() -> None:
     ]
 
 
+def test_a_long_sentence_without_a_comma_breaks_before_a_conjunction() -> None:
+    assert chunk(LONG_OPENING, 4)[:2] == [
+        "A rainbow appears in the sky",
+        "when sunlight shines through raindrops that bend the light into its colours.",
+    ]
+
+
+def test_break_words_count_only_after_enough_words() -> None:
+    assert chunk(LONG_OPENING, 7)[0] == "A rainbow appears in the sky when sunlight shines"
+
+
+def test_a_sentence_without_any_break_is_cut_at_the_word_cap() -> None:
+    text = "Seven hundred tired purple elephants quietly painted ancient wooden fences yesterday."
+    assert chunk(text, 3) == [
+        "Seven hundred tired purple elephants quietly",
+        "painted ancient wooden fences yesterday.",
+    ]
+
+
+def test_the_cap_never_leaves_punctuation_alone() -> None:
+    assert chunk("One two three four — five six.", 2) == ["One two three four —", "five six."]
+    assert chunk("One two three four ... five six.", 2) == ["One two three four ...", "five six."]
+
+
+def test_later_chunks_group_sentences_by_the_schedule() -> None:
+    schedule = ChunkSchedule(first_words=4, sentences=(1, 2))
+    text = LONG_OPENING + " One. Two. Three. Four."
+    assert chunk(text, schedule) == [
+        "A rainbow appears in the sky",
+        "when sunlight shines through raindrops that bend the light into its colours.",
+        "Each drop acts as a small prism. The colours always come in one order.",
+        "One. Two.",
+        "Three. Four.",
+    ]
+
+
+def test_sentence_mode_groups_from_the_second_chunk() -> None:
+    schedule = ChunkSchedule(sentences=(3,))
+    assert chunk("A one. B two. C three. D four. E five.", schedule) == [
+        "A one.",
+        "B two. C three. D four.",
+        "E five.",
+    ]
+
+
+def test_grouping_keeps_unspaced_scripts_unspaced() -> None:
+    assert chunk("你好。我很好！你呢？", ChunkSchedule(sentences=(2,))) == ["你好。", "我很好！你呢？"]
+
+
+def test_flush_returns_a_partial_group_without_an_unspeakable_tail() -> None:
+    chunker = IncrementalSentenceChunker(ChunkSchedule(sentences=(3,)))
+    assert chunker.feed("First one. Second one. Third one. ") == ["First one."]
+    assert chunker.flush() == "Second one. Third one."
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -58,19 +120,29 @@ def test_clause_marks(text: str, expected: list[str]) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["It cost 1,000 dollars in all.", "It is a well-known fact here.", "Meet at 10:30 on the dot."],
+    ["It cost exactly 1,000 dollars.", "It is a well-known fact.", "Meet me tomorrow 10:30 sharp."],
 )
 def test_marks_inside_words_are_not_clause_ends(text: str) -> None:
-    assert chunk(text, 1) == [text]
+    assert chunk(text, 3) == [text]
 
 
 def test_reset_starts_a_new_answer_in_latency_mode() -> None:
-    chunker = IncrementalSentenceChunker(min_clause_words=2)
+    chunker = IncrementalSentenceChunker(ChunkSchedule(first_words=2))
     assert chunker.feed("Yes, I agree, fully. Also, ") == ["Yes, I agree,", "fully."]
     chunker.reset()
     assert chunker.feed("So then, we go") == ["So then,"]
 
 
-def test_rejects_a_minimum_below_one() -> None:
+def test_parse_reads_the_settings() -> None:
+    assert ChunkSchedule.parse(0, "1") == SENTENCES
+    assert ChunkSchedule.parse(5, "1,2") == ChunkSchedule(5, (1, 2))
+    assert ChunkSchedule.parse(5, "1,2").first_max_words == 10
+
+
+@pytest.mark.parametrize(("first_words", "sentences"), [(0, "1"), (-1, "1"), (3, "0"), (3, "a,b"), (3, "")])
+def test_rejects_bad_settings(first_words: int, sentences: str) -> None:
     with pytest.raises(ValueError):
-        IncrementalSentenceChunker(min_clause_words=0)
+        if first_words == 0:
+            ChunkSchedule(first_words=0)
+        else:
+            ChunkSchedule.parse(first_words, sentences)

@@ -8,7 +8,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicestream.text import IncrementalSentenceChunker
+from voicestream.text import ChunkSchedule, IncrementalSentenceChunker
 from voicestream.text.chunker import UNSPACED_CLAUSE_MARKS, UNSPACED_TERMINATORS
 
 # fmt: off
@@ -32,9 +32,15 @@ tricky_texts = st.lists(
 
 any_texts = st.text(max_size=120)
 
+schedules = st.builds(
+    ChunkSchedule,
+    first_words=st.none() | st.integers(1, 6),
+    sentences=st.lists(st.integers(1, 3), min_size=1, max_size=3).map(tuple),
+)
 
-def chunk(fragments: list[str], min_clause_words: int | None = None) -> list[str]:
-    chunker = IncrementalSentenceChunker(min_clause_words=min_clause_words)
+
+def chunk(fragments: list[str], schedule: ChunkSchedule | None = None) -> list[str]:
+    chunker = IncrementalSentenceChunker(schedule or ChunkSchedule())
     chunks = [sentence for fragment in fragments for sentence in chunker.feed(fragment)]
     rest = chunker.flush()
     return chunks if rest is None else [*chunks, rest]
@@ -94,20 +100,30 @@ def test_fragmentation_never_changes_the_chunks_of_any_text(case: tuple[str, lis
 
 
 @SETTINGS
-@given(fragmented(tricky_texts), st.integers(1, 6))
-def test_latency_mode_is_fragmentation_invariant(
-    case: tuple[str, list[str]], min_clause_words: int
+@given(fragmented(tricky_texts), schedules)
+def test_every_schedule_is_fragmentation_invariant(
+    case: tuple[str, list[str]], schedule: ChunkSchedule
 ) -> None:
     text, fragments = case
-    assert chunk(fragments, min_clause_words) == chunk([text], min_clause_words)
+    assert chunk(fragments, schedule) == chunk([text], schedule) == chunk(list(text), schedule)
 
 
 @SETTINGS
-@given(tricky_texts, st.none() | st.integers(1, 6))
-def test_no_text_is_lost_and_no_chunk_is_unspeakable(
-    text: str, min_clause_words: int | None
-) -> None:
-    check_invariants(text, chunk(list(text), min_clause_words))
+@given(tricky_texts, schedules)
+def test_no_text_is_lost_and_no_chunk_is_unspeakable(text: str, schedule: ChunkSchedule) -> None:
+    check_invariants(text, chunk(list(text), schedule))
+
+
+@SETTINGS
+@given(tricky_texts, st.integers(1, 6))
+def test_latency_mode_only_shortens_the_first_chunk(text: str, first_words: int) -> None:
+    """Latency mode cuts the first sentence at most once, never after the word cap."""
+    whole = chunk([text])
+    fast = chunk([text], ChunkSchedule(first_words=first_words))
+    assert without_whitespace("".join(fast)) == without_whitespace("".join(whole))
+    if fast and fast[0] != whole[0]:
+        assert whole[0].startswith(fast[0])
+        assert sum(is_speakable(token) for token in fast[0].split()) <= 2 * first_words
 
 
 @SETTINGS

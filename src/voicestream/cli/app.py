@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from voicestream.bench.texts import AGENT_PROMPT
-from voicestream.cli.progress import stderr, weights_progress
+from voicestream.cli.progress import stderr, text_progress, weights_progress
 
 app = typer.Typer(
     help="Low-latency streaming speech for AI agents with Kokoro-82M.",
@@ -45,7 +47,10 @@ def load_engine(model_dir: Path | None, device: str = "cpu", variant: str = "int
 
 @app.command()
 def say(
-    text: Annotated[str, typer.Argument(help="What to say.")],
+    text: Annotated[str, typer.Argument(help="What to say; - reads standard input.")] = "",
+    file: Annotated[
+        Path | None, typer.Option("-f", "--file", help="Read the text from this file (- for standard input).")
+    ] = None,
     output: Annotated[Path, typer.Option("-o", "--output", help="Audio file to write.")] = Path("out.wav"),
     voice: Annotated[str, typer.Option(help="Kokoro voice (see `voicestream voices`).")] = "af_heart",
     format: Annotated[
@@ -56,10 +61,11 @@ def say(
     model_dir: ModelDir = None,
     device: Device = "cpu",
 ) -> None:
-    """Synthesize TEXT to an audio file."""
+    """Synthesize TEXT (or a file, or standard input) to an audio file, on every core."""
     from voicestream.audio import AudioError, create_encoder, finalize_wav
     from voicestream.engine import InvalidInputError
 
+    text = _read_text(text, file)
     chosen = format or FORMAT_BY_SUFFIX.get(output.suffix.lower(), "wav")
     try:
         encoder = create_encoder(chosen, sample_rate=sample_rate)
@@ -67,20 +73,36 @@ def say(
         stderr.print(f"[red]error:[/red] {error}")
         raise typer.Exit(2) from None
     engine = load_engine(model_dir, device, warm_up=False)
+    engine.max_text_chars = max(engine.max_text_chars, len(text))  # a file may be a book: audio streams to disk
     try:
         engine.check(text, voice, speed)
     except InvalidInputError as error:
         stderr.print(f"[red]error:[/red] {error.message}")
         raise typer.Exit(2) from None
     samples = 0
-    with output.open("wb") as out:
-        for chunk in engine.stream(text, voice, speed):
+    with output.open("wb") as out, text_progress(len(text)) as advance:
+        for chunk in engine.stream_parallel(text, voice, speed, progress=advance):
             samples += chunk.size
             out.write(encoder.encode(chunk))
         out.write(encoder.finish())
     if chosen == "wav":  # the streamed header has open-ended sizes; a file gets the real ones
         output.write_bytes(finalize_wav(output.read_bytes()))
     stderr.print(f"Wrote {output} ({chosen}, {samples / engine.sample_rate:.3f} s, voice {voice}).")
+
+
+def _read_text(text: str, file: Path | None) -> str:
+    """The text to say: the argument, or a file's or standard input's content."""
+    if file is not None and text:
+        stderr.print("[red]error:[/red] give the text or --file, not both.")
+        raise typer.Exit(2)
+    source = str(file) if file is not None else text
+    if source != "-" and file is None:
+        return text
+    try:
+        return sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        stderr.print(f"[red]error:[/red] cannot read {source}: {error}")
+        raise typer.Exit(2) from None
 
 
 @app.command()
@@ -175,13 +197,19 @@ def bench_server(trials: Trials = 5, model_dir: ModelDir = None, device: Device 
     typer.echo(measure_server(engine, trials))
 
 
-@bench_app.command("agent")
-def bench_agent(
+@bench_app.command("e2e")
+def bench_e2e(
     trials: Trials = 2,
     prompt: Annotated[str, typer.Option(help="The prompt every mode answers.")] = AGENT_PROMPT,
+    wer: Annotated[bool, typer.Option("--wer/--no-wer", help="Score the spoken answers with Whisper tiny.en.")] = True,
+    modes: Annotated[bool, typer.Option("--modes/--no-modes", help="Measure bidi, batch and batch-stream.")] = True,
     model_dir: ModelDir = None,
 ) -> None:
-    """bidi vs batch vs batch-stream end to end: speech server and local-LLM agent on 127.0.0.1."""
-    from voicestream.bench.agent import measure_agent
+    """The pipeline end to end: bidi vs batch vs batch-stream, and latency mode vs sentence mode."""
+    from voicestream.bench.e2e import measure_e2e, whisper_transcriber
+    from voicestream.protocol import AGENT_MODES
 
-    typer.echo(measure_agent(load_engine(model_dir), prompt, trials))
+    engine = load_engine(model_dir)
+    with whisper_transcriber() if wer else contextlib.nullcontext() as transcribe:
+        report = measure_e2e(engine, prompt, trials, transcribe=transcribe, modes=AGENT_MODES if modes else ())
+    typer.echo(report.render())

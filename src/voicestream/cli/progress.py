@@ -1,8 +1,8 @@
-"""A progress bar for long weight preparation, shown on stderr."""
+"""Progress bars for long work (weight preparation, long renders), shown on stderr."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -45,3 +45,22 @@ def weights_progress() -> Iterator[ProgressCallback]:
     finally:
         if tasks:
             bars.stop()
+
+
+LONG_TEXT_CHARS = 2_000
+"""Texts shorter than this render in seconds: no bar."""
+
+
+@contextmanager
+def text_progress(total_chars: int) -> Iterator[Callable[[int], None]]:
+    """Yield a callback that advances a bar by the characters rendered (long texts only)."""
+    if total_chars < LONG_TEXT_CHARS:
+        yield lambda _chars: None
+        return
+    bars = Progress(
+        TextColumn("Speaking"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} characters"),
+        TimeRemainingColumn(), console=stderr,
+    )
+    with bars:
+        task = bars.add_task("Speaking", total=total_chars)
+        yield lambda chars: bars.advance(task, chars)

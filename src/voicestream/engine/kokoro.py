@@ -12,12 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from voicestream.cpus import available_cpus
 from voicestream.engine.errors import (
     DeviceUnavailableError,
     EmptyTextError,
@@ -31,6 +35,9 @@ from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights
 from voicestream.protocol import DEFAULT_VOICE, MAX_SPEED, MIN_SPEED
 from voicestream.text import IncrementalSentenceChunker, normalize_for_speech
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +59,7 @@ class Piece:
     first: bool
     last: bool
     pause_before_s: float = 0.0
+    ends_sentence: bool = True
 
 
 def split_sentences(text: str) -> list[str]:
@@ -60,6 +68,20 @@ def split_sentences(text: str) -> list[str]:
     sentences = chunker.feed(text)
     rest = chunker.flush()
     return [*sentences, rest] if rest else sentences
+
+
+def _session(model_path: Path, providers: list[str], threads: int) -> ort.InferenceSession:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    # Idle worker threads sleep instead of spinning: on a few shared cores a spinning pool
+    # takes CPU from the LLM and the other runs between this session's runs.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(model_path), options, providers=providers)
 
 
 def _providers(device: str) -> list[str]:
@@ -77,32 +99,44 @@ def _providers(device: str) -> list[str]:
     return ["CPUExecutionProvider"]
 
 
+def max_run_threads() -> int:
+    """The most intra-op threads one model run may use: every available core (affinity and
+    cgroup quota, see `voicestream.cpus`), or ``VOICESTREAM_THREADS`` if set."""
+    configured = os.environ.get("VOICESTREAM_THREADS")
+    return max(1, int(configured)) if configured else available_cpus()
+
+
 class KokoroEngine:
     """The speech model, shared by every session of a server.
 
-    Each model run uses one CPU thread by default (``VOICESTREAM_THREADS`` changes it):
-    measured here, a second intra-op thread speeds one run up far less than a second run in
-    parallel does, and single-threaded runs let the server's scheduler decide which
-    request gets the cores. :meth:`render` is safe to call from several threads at once.
+    ONNX Runtime fixes a session's intra-op thread count when the session is made, so on
+    the CPU the engine holds two sessions of the same weights: one single-threaded, for
+    steady work that runs one piece per core in parallel, and one with every core
+    (`max_threads`), for a first chunk that has the machine to itself. `render` takes the
+    thread count the caller chose (the server's scheduler decides it from what else runs).
+    :meth:`render` is safe to call from several threads at once.
     """
 
     sample_rate = SAMPLE_RATE
 
-    def __init__(self, files: ModelFiles, device: str = "cpu", max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> None:
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = int(os.environ.get("VOICESTREAM_THREADS", "1"))
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        self._threads = options.intra_op_num_threads
+    def __init__(
+        self,
+        files: ModelFiles,
+        device: str = "cpu",
+        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+        max_threads: int | None = None,
+    ) -> None:
+        providers = _providers(device)
         self.files = files
         self.max_text_chars = max_text_chars
-        self._session = ort.InferenceSession(str(files.model_path), options, providers=_providers(device))
-        self.providers: list[str] = self._session.get_providers()
+        single = _session(files.model_path, providers, threads=1)
+        self.providers: list[str] = single.get_providers()
         self.device = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
-        inputs = {i.name: i for i in self._session.get_inputs()}
+        self.max_threads = 1 if self.device == "cuda" else max_threads or max_run_threads()
+        self._sessions = {1: single}
+        if self.max_threads > 1:
+            self._sessions[self.max_threads] = _session(files.model_path, providers, self.max_threads)
+        inputs = {i.name: i for i in single.get_inputs()}
         self._tokens_input = "input_ids" if "input_ids" in inputs else "tokens"
         self._speed_dtype = np.int32 if "int" in inputs["speed"].type else np.float32
         self._phonemizer = Phonemizer()
@@ -126,7 +160,7 @@ class KokoroEngine:
     @property
     def parallel_runs(self) -> int:
         """How many model runs are worth running at once: one per core on the CPU, one on a GPU."""
-        return 1 if self.device == "cuda" else max(1, (os.cpu_count() or 1) // self._threads)
+        return 1 if self.device == "cuda" else self.max_threads
 
     @property
     def voices(self) -> list[str]:
@@ -162,11 +196,14 @@ class KokoroEngine:
                     phonemes=phonemes,
                     first=first,
                     last=s_index == len(sentences) - 1 and b_index == len(batches) - 1,
+                    ends_sentence=b_index == len(batches) - 1,
                     pause_before_s=0.0 if first else PAUSE_AFTER_CLAUSE_S if b_index else PAUSE_AFTER_SENTENCE_S,
                 )
 
-    def render(self, piece: Piece, voice: str, speed: float) -> np.ndarray:
-        """Run the model on one piece (blocking); silence trimmed where pieces meet."""
+    def render(self, piece: Piece, voice: str, speed: float, threads: int = 1) -> np.ndarray:
+        """Run the model on one piece (blocking); silence trimmed where pieces meet.
+
+        `threads` above one runs the piece on the many-threaded session (on the CPU)."""
         tokens = self._phonemizer.tokenize(piece.phonemes)
         if not tokens:
             return np.zeros(0, dtype=np.float32)
@@ -176,17 +213,52 @@ class KokoroEngine:
             "style": style,
             "speed": np.array([speed], dtype=self._speed_dtype),
         }
-        audio = np.asarray(self._session.run(None, feed)[0], dtype=np.float32).ravel()
+        session = self._sessions[self.max_threads if threads > 1 else 1]
+        audio = np.asarray(session.run(None, feed)[0], dtype=np.float32).ravel()
         audio = trim_silence(audio, self.sample_rate, head=not piece.first, tail=not piece.last)
         if piece.pause_before_s:
             audio = np.concatenate([np.zeros(int(piece.pause_before_s * self.sample_rate), np.float32), audio])
         return audio
 
-    def stream(self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0) -> Iterator[np.ndarray]:
-        """Audio of ``text`` piece by piece (blocking)."""
+    def stream(
+        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, threads: int = 1
+    ) -> Iterator[np.ndarray]:
+        """Audio of ``text`` piece by piece (blocking), each run on `threads` threads."""
         self.check(text, voice, speed)
         for piece in self.plan(text):
-            yield self.render(piece, voice, speed)
+            yield self.render(piece, voice, speed, threads)
+
+    def stream_parallel(
+        self,
+        text: str,
+        voice: str = DEFAULT_VOICE,
+        speed: float = 1.0,
+        progress: Callable[[int], None] | None = None,
+    ) -> Iterator[np.ndarray]:
+        """Audio of ``text`` piece by piece (blocking), using every core: one single-threaded
+        run per core in parallel, handed out in order; a text of one piece gets one run on
+        every core. At most one piece per core is held ahead. `progress` is told how many
+        characters of sentences each handed-out piece finished."""
+        self.check(text, voice, speed)
+        pieces = self.plan(text)
+        first = next(pieces, None)
+        second = next(pieces, None)
+        if first is None:
+            return
+        if second is None:
+            yield self.render(first, voice, speed, self.max_threads)
+            if progress is not None:
+                progress(len(first.text))
+            return
+        with ThreadPoolExecutor(self.parallel_runs, thread_name_prefix="render") as pool:
+            running = deque((piece, pool.submit(self.render, piece, voice, speed)) for piece in (first, second))
+            while running:
+                while len(running) < self.parallel_runs and (piece := next(pieces, None)) is not None:
+                    running.append((piece, pool.submit(self.render, piece, voice, speed)))
+                piece, audio = running.popleft()
+                yield audio.result()
+                if progress is not None and piece.ends_sentence:
+                    progress(len(piece.text))
 
     async def astream(self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0) -> AsyncIterator[np.ndarray]:
         """Audio of ``text`` piece by piece; every blocking step runs in a worker thread."""

@@ -18,6 +18,12 @@ listener's earliest unfinished request; *steady* workers run at a lower OS prior
 A first piece then starts at once and gets nearly a whole core from the kernel, whatever
 else is rendering (see "First audio beside three long monologues" in docs/BENCHMARKS.md).
 
+Thread counts follow the same idea. A steady run uses one thread (runs in parallel use the
+cores better than threads inside one run). A first-audio run takes every core when nothing
+else in the process holds one (no other model run, no local LLM generating: see
+`voicestream.cpus.CPU_USE`), so an idle server speaks its first chunk as fast as the machine
+allows; otherwise it takes one thread like the rest.
+
 Pieces of one request are rendered in order; later requests of the same session may be
 rendered while earlier ones still render or send (the session keeps the wire order).
 """
@@ -37,6 +43,7 @@ from enum import Enum
 
 import numpy as np
 
+from voicestream.cpus import CPU_USE
 from voicestream.engine import KokoroEngine, Piece
 
 
@@ -220,8 +227,9 @@ class SynthesisScheduler:
             job._pieces = self.engine.plan(job.text)
             job.state = JobState.SPEAKING
         started = time.perf_counter()
+        first_audio = pool is self._first_audio_pool
         try:
-            rendered = await loop.run_in_executor(pool, self._render_next, job)
+            rendered = await loop.run_in_executor(pool, self._render_next, job, first_audio)
         except Exception as error:  # noqa: BLE001 - handed to the request's consumer, never lost
             if not job.finished:
                 job.state = JobState.FAILED
@@ -243,8 +251,12 @@ class SynthesisScheduler:
         job.state = JobState.DONE  # known at once, so the listener's next request is first-audio work
         job._deliver(_SENTINEL)
 
-    def _render_next(self, job: SynthesisJob) -> tuple[np.ndarray, bool] | None:
-        """The next piece's audio and whether it was the request's last piece."""
+    def _render_next(self, job: SynthesisJob, first_audio: bool) -> tuple[np.ndarray, bool] | None:
+        """The next piece's audio and whether it was the request's last piece; first audio
+        gets every core when nothing else holds one."""
         assert job._pieces is not None
         piece = next(job._pieces, None)
-        return None if piece is None else (self.engine.render(piece, job.voice, job.speed), piece.last)
+        if piece is None:
+            return None
+        with CPU_USE.claim(self.engine.max_threads if first_audio else 1) as threads:
+            return self.engine.render(piece, job.voice, job.speed, threads), piece.last

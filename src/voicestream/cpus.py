@@ -1,0 +1,119 @@
+"""How many CPU cores this process may use, and how many of them are busy right now.
+
+`os.cpu_count()` counts the machine's cores, not the ones a container or a task set lets
+this process run on. `available_cpus` takes the smallest of the CPU affinity mask and the
+cgroup's CPU quota (v2 `cpu.max`, v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`), so a
+container limited to two cores on a 64-core host runs two model runs, not 64.
+
+`CPU_USE` is this process's ledger of cores that long-running native work holds (the local
+LLM while it generates, model runs while they render): the speech scheduler gives a first
+chunk every core that nothing else holds, and steady work one core per run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
+
+
+def available_cpus(cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int:
+    """The cores this process may use: affinity mask and cgroup CPU quota, at least one."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    quota = cgroup_cpu_quota(cgroup_root, proc_cgroup)
+    if quota is not None:
+        cores = min(cores, math.ceil(quota))
+    return max(1, cores)
+
+
+def cgroup_cpu_quota(cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> float | None:
+    """The CPU quota in cores of this process's cgroup and its parents (the tightest), or
+    None when there is none or it cannot be read."""
+    quotas = [quota for path in _cgroup_dirs(cgroup_root, proc_cgroup) if (quota := _quota_in(path))]
+    return min(quotas, default=None)
+
+
+def _cgroup_dirs(cgroup_root: Path, proc_cgroup: Path) -> Iterator[Path]:
+    """The cgroup directories that may hold this process's CPU limit, innermost first."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        hierarchy, _, controllers_and_path = line.partition(":")
+        controllers, _, relative = controllers_and_path.partition(":")
+        if hierarchy == "0" and not controllers:
+            base = cgroup_root  # v2: one unified hierarchy
+        elif "cpu" in controllers.split(","):
+            base = next(
+                (cgroup_root / name for name in ("cpu,cpuacct", "cpu", "cpuacct,cpu") if (cgroup_root / name).is_dir()),
+                cgroup_root / "cpu",
+            )
+        else:
+            continue
+        path = base / relative.lstrip("/")
+        while True:
+            yield path
+            if path == base:
+                break
+            path = path.parent
+    yield cgroup_root  # a container sees its own cgroup mounted at the root
+
+
+def _quota_in(path: Path) -> float | None:
+    try:
+        if (path / "cpu.max").is_file():
+            quota, _, period = (path / "cpu.max").read_text().partition(" ")
+            return None if quota.strip() == "max" else int(quota) / int(period)
+        if (path / "cpu.cfs_quota_us").is_file():
+            quota_us = int((path / "cpu.cfs_quota_us").read_text())
+            period_us = int((path / "cpu.cfs_period_us").read_text())
+            return None if quota_us <= 0 else quota_us / period_us
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
+    return None
+
+
+class CpuUse:
+    """Cores held by native work in this process, by whoever registered them."""
+
+    def __init__(self) -> None:
+        self._held = 0
+        self._lock = threading.Lock()
+
+    @property
+    def held(self) -> int:
+        with self._lock:
+            return self._held
+
+    @contextmanager
+    def holding(self, cores: int) -> Iterator[None]:
+        """Count `cores` as busy until the block ends."""
+        with self.claim(cores, only_if_idle=False):
+            yield
+
+    @contextmanager
+    def claim(self, cores: int, *, only_if_idle: bool = True) -> Iterator[int]:
+        """Hold `cores` if nothing else holds any (with `only_if_idle`), else one core,
+        until the block ends; yields how many were taken."""
+        with self._lock:
+            taken = cores if self._held == 0 or not only_if_idle else 1
+            self._held += taken
+        try:
+            yield taken
+        finally:
+            with self._lock:
+                self._held -= taken
+
+
+CPU_USE = CpuUse()
+"""The process's ledger: the local LLM and the speech scheduler write to it."""

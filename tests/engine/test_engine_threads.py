@@ -1,0 +1,81 @@
+"""Thread counts per model run: a many-threaded session beside the single-threaded one,
+parallel rendering of long texts in order, and the scheduler's choice of threads."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+import pytest
+
+from voicestream.cpus import CPU_USE, available_cpus
+from voicestream.engine import KokoroEngine
+from voicestream.engine.kokoro import max_run_threads, split_sentences
+from voicestream.server.scheduler import Listener, SynthesisJob, SynthesisScheduler
+
+SENTENCES = "The first sentence is short. A second one follows it. And a third closes the text."
+
+
+def test_threads_default_to_every_available_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VOICESTREAM_THREADS", raising=False)
+    assert max_run_threads() == available_cpus()
+    monkeypatch.setenv("VOICESTREAM_THREADS", "3")
+    assert max_run_threads() == 3
+
+
+def test_many_threads_render_the_same_audio(engine: KokoroEngine) -> None:
+    piece = next(engine.plan("Hello there, this is one piece."))
+    single = engine.render(piece, "af_heart", 1.0, threads=1)
+    many = engine.render(piece, "af_heart", 1.0, threads=engine.max_threads)
+    assert abs(single.size - many.size) <= 0.01 * single.size
+    n = min(single.size, many.size)
+    assert np.corrcoef(single[:n], many[:n])[0, 1] > 0.95
+
+
+def test_parallel_stream_keeps_the_order(engine: KokoroEngine) -> None:
+    in_order = list(engine.stream(SENTENCES, "af_heart"))
+    parallel = list(engine.stream_parallel(SENTENCES, "af_heart"))
+    assert [chunk.size for chunk in parallel] == pytest.approx([chunk.size for chunk in in_order], rel=0.01)
+    done: list[int] = []
+    list(engine.stream_parallel(SENTENCES, "af_heart", progress=done.append))
+    assert done == [len(sentence) for sentence in split_sentences(SENTENCES)]
+
+
+class ThreadRecorder:
+    """The real engine, recording the thread count of each run."""
+
+    def __init__(self, engine: KokoroEngine) -> None:
+        self._engine = engine
+        self.runs: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    def render(self, piece: Any, voice: str, speed: float, threads: int = 1) -> np.ndarray:
+        self.runs.append(threads)
+        return self._engine.render(piece, voice, speed, threads)
+
+
+async def speak(scheduler: SynthesisScheduler, text: str) -> None:
+    job = scheduler.submit(SynthesisJob(text, "af_heart", 1.0, Listener()))
+    async with asyncio.timeout(60):
+        async for _ in job.audio():
+            pass
+
+
+async def test_first_audio_gets_every_core_unless_other_work_holds_one(engine: KokoroEngine) -> None:
+    if engine.max_threads < 2:
+        pytest.skip("one core: every run is single-threaded")
+    recorder = ThreadRecorder(engine)
+    scheduler = SynthesisScheduler(recorder, workers=2)  # type: ignore[arg-type]
+    scheduler.start()
+    try:
+        await speak(scheduler, "Idle server. Then a second sentence.")
+        assert recorder.runs == [engine.max_threads, 1]  # first piece: every core; steady: one
+        recorder.runs.clear()
+        with CPU_USE.holding(1):  # a local LLM generating in this process
+            await speak(scheduler, "Busy server.")
+        assert recorder.runs == [1]
+    finally:
+        await scheduler.stop()

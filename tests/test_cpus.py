@@ -1,0 +1,104 @@
+"""Available cores from the affinity mask and the cgroup CPU quota, read from real cgroup
+files laid out as the kernel lays them out (v2 unified, v1 cpu controller)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from voicestream.cpus import CpuUse, available_cpus, cgroup_cpu_quota
+
+AFFINITY = len(os.sched_getaffinity(0))
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def v2(tmp_path: Path, limits: dict[str, str]) -> tuple[Path, Path]:
+    """A unified hierarchy with `cpu.max` per cgroup path; the process is in the deepest."""
+    root = tmp_path / "cgroup"
+    for relative, cpu_max in limits.items():
+        write(root / relative.lstrip("/") / "cpu.max", cpu_max + "\n")
+    proc = tmp_path / "proc-self-cgroup"
+    write(proc, f"0::{max(limits, key=len)}\n")
+    return root, proc
+
+
+def test_v2_quota_in_cores(tmp_path: Path) -> None:
+    root, proc = v2(tmp_path, {"/app": "150000 100000"})
+    assert cgroup_cpu_quota(root, proc) == 1.5
+    assert available_cpus(root, proc) == min(AFFINITY, 2)
+
+
+def test_v2_unlimited_leaves_the_affinity_mask(tmp_path: Path) -> None:
+    root, proc = v2(tmp_path, {"/app": "max 100000"})
+    assert cgroup_cpu_quota(root, proc) is None
+    assert available_cpus(root, proc) == AFFINITY
+
+
+def test_v2_a_parent_limit_applies(tmp_path: Path) -> None:
+    root, proc = v2(tmp_path, {"/kube": "100000 100000", "/kube/pod/app": "max 100000"})
+    assert cgroup_cpu_quota(root, proc) == 1.0
+    assert available_cpus(root, proc) == 1
+
+
+def test_v1_cfs_quota(tmp_path: Path) -> None:
+    root = tmp_path / "cgroup"
+    write(root / "cpu,cpuacct" / "docker" / "abc" / "cpu.cfs_quota_us", "50000\n")
+    write(root / "cpu,cpuacct" / "docker" / "abc" / "cpu.cfs_period_us", "100000\n")
+    proc = tmp_path / "proc-self-cgroup"
+    write(proc, "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n")
+    assert cgroup_cpu_quota(root, proc) == 0.5
+    assert available_cpus(root, proc) == 1  # never below one
+
+
+def test_v1_no_quota_and_unreadable_files(tmp_path: Path) -> None:
+    root = tmp_path / "cgroup"
+    write(root / "cpu" / "cpu.cfs_quota_us", "-1\n")
+    write(root / "cpu" / "cpu.cfs_period_us", "100000\n")
+    proc = tmp_path / "proc-self-cgroup"
+    write(proc, "3:cpu:/\n")
+    assert cgroup_cpu_quota(root, proc) is None
+    write(root / "cpu" / "cpu.cfs_quota_us", "garbage\n")
+    assert cgroup_cpu_quota(root, proc) is None
+    assert available_cpus(tmp_path / "missing", tmp_path / "missing") == AFFINITY
+
+
+def test_this_machine() -> None:
+    assert 1 <= available_cpus() <= (os.cpu_count() or 1)
+
+
+def test_claim_takes_every_core_only_when_idle() -> None:
+    use = CpuUse()
+    with use.claim(4) as first:
+        assert (first, use.held) == (4, 4)
+        with use.claim(4) as second:
+            assert (second, use.held) == (1, 5)
+    assert use.held == 0
+    with use.holding(1), use.claim(4) as beside_an_llm:
+        assert beside_an_llm == 1
+
+
+def test_holding_is_released_on_error_and_across_threads() -> None:
+    use = CpuUse()
+    with pytest.raises(RuntimeError), use.holding(2):
+        raise RuntimeError
+    assert use.held == 0
+    peak: list[int] = []
+
+    def busy() -> None:
+        for _ in range(2000):
+            with use.holding(1):
+                peak.append(use.held)
+
+    threads = [threading.Thread(target=busy) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert use.held == 0 and 1 <= max(peak) <= 4

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from voicestream.audio import pcm16_to_float, resample
+from voicestream.bench.wer import edit_distance
 
 WHISPER_RATE = 16_000
 
@@ -37,11 +38,5 @@ def words(text: str) -> list[str]:
 
 def word_error_rate(reference: str, hypothesis: str) -> float:
     """Word-level edit distance over the reference's length (punctuation and case ignored)."""
-    ref, hyp = words(reference), words(hypothesis)
-    previous = list(range(len(hyp) + 1))
-    for i, ref_word in enumerate(ref, 1):
-        current = [i]
-        for j, hyp_word in enumerate(hyp, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ref_word != hyp_word)))
-        previous = current
-    return previous[-1] / max(len(ref), 1)
+    ref = words(reference)
+    return edit_distance(ref, words(hypothesis)) / max(len(ref), 1)

@@ -6,7 +6,7 @@ import pytest
 from tests.agent.agent_checks import PROMPT
 
 from voicestream.agent.app import free_port
-from voicestream.agent.compare import CompareError, ModeResult, compare, format_table
+from voicestream.bench.compare import CompareError, ModeResult, Playback, compare, format_table
 
 
 def result(
@@ -71,3 +71,13 @@ async def test_compare_measures_each_mode_against_the_agent(agent_url):
 async def test_unreachable_agent_is_a_compare_error():
     with pytest.raises(CompareError, match="cannot reach the agent"):
         await compare(f"http://127.0.0.1:{free_port()}", PROMPT, modes=("bidi",), warmup=False)
+
+
+def test_playback_counts_the_gaps_a_listener_hears():
+    playback = Playback()
+    playback.add(1000.0, 0.5)  # plays 1000-1500
+    playback.add(1200.0, 0.5)  # queued: 1500-2000
+    playback.add(2300.0, 1.0)  # 300 ms of silence, then 2300-3300
+    playback.add(3300.0, 0.1)  # just in time
+    assert (playback.stalls, playback.stalled_ms) == (1, 300.0)
+    assert playback.ends_at_ms == pytest.approx(3400.0)

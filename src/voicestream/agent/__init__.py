@@ -9,6 +9,7 @@ dependencies (Strands and AgentCore take a second or two to import):
 - `voicestream.agent.runtime`: `run`, one answer as the events of PROTOCOL.md section 2
   (`bidi`, `batch`, `batch-stream`);
 - `voicestream.agent.app`: the Bedrock AgentCore app, `AgentSettings`, `create_app`,
-  `serve_agent`, `running_agent`;
-- `voicestream.agent.compare`: time to first audio of each mode against a running agent.
+  `serve_agent`, `running_agent`.
+
+Comparing the modes of a running agent is a measurement: `voicestream.bench.compare`.
 """

@@ -30,4 +30,13 @@ MONOLOGUE = " ".join(
     "stone bridges, until night falls over the valley." for n in range(1, 9)
 )
 AGENT_PROMPT = "Explain how a rainbow forms."
-"""The prompt of ``voicestream bench agent``: the local LLM answers it in several sentences."""
+"""The prompt of ``voicestream bench e2e``'s modes: the local LLM answers it in several sentences."""
+LONG_OPENING_PROMPTS = (
+    "Describe the water cycle.",
+    "Explain how a rainbow forms.",
+    "Why do leaves change colour in autumn?",
+    "Explain what photosynthesis is.",
+    "Describe how a bicycle works.",
+)
+"""Prompts the local LLM answers with a long opening sentence (latency mode against sentence
+mode in ``voicestream bench e2e``)."""

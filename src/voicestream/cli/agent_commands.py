@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from voicestream.cli.app import ModelDir, app, load_engine
 from voicestream.cli.progress import stderr
+
+if TYPE_CHECKING:
+    from voicestream.client import AgentAnswer
 
 DEMO_PROMPT = (
     "Explain in three short paragraphs why a voice assistant should start speaking before "
@@ -44,19 +47,42 @@ def agent(
     region: Region = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Cap on the answer's tokens.")] = None,
     llm_threads: Annotated[int | None, typer.Option("--llm-threads", help="CPU threads of the local LLM.")] = None,
+    first_clause_words: Annotated[
+        int | None,
+        typer.Option(
+            "--first-clause-words", min=0,
+            help="Latency mode: bidi's first chunk ends at the first good break after this many words "
+            "(default: VOICESTREAM_FIRST_CLAUSE_WORDS, else 4); 0 speaks whole sentences from the start.",
+        ),
+    ] = None,
+    chunk_schedule: Annotated[
+        str | None,
+        typer.Option(
+            "--chunk-schedule",
+            help="Sentences per chunk after the first, the last repeating, such as 1,2 "
+            "(default: VOICESTREAM_CHUNK_SCHEDULE, else 1,2).",
+        ),
+    ] = None,
 ) -> None:
     """Run the agent runtime (the Bedrock AgentCore contract) against a speech server."""
     from voicestream.agent.app import AgentSettings, serve_agent
+    from voicestream.text import ChunkSchedule
 
-    settings = AgentSettings.from_env(
-        speech_url=speech_url, llm=llm, model=model, base_url=base_url, region=region,
-        max_tokens=max_tokens, llm_threads=llm_threads,
-    )
+    try:
+        sentences = ChunkSchedule.parse(None, chunk_schedule).sentences if chunk_schedule else None
+        settings = AgentSettings.from_env(
+            speech_url=speech_url, llm=llm, model=model, base_url=base_url, region=region,
+            max_tokens=max_tokens, llm_threads=llm_threads, first_clause_words=first_clause_words,
+            chunk_sentences=sentences,
+        )
+    except ValueError as error:
+        stderr.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
     serve_agent(host, port, settings)
 
 
 def print_comparison(target: str, prompt: str, trials: int, modes: list[str]) -> None:
-    from voicestream.agent.compare import CompareError, compare, format_table
+    from voicestream.bench.compare import CompareError, compare, format_table
 
     try:
         results = asyncio.run(compare(target, prompt, modes, trials))
@@ -107,10 +133,10 @@ def demo(
             typer.echo(f"speech server: {speech_url}  (WebSocket {speech_url.replace('http', 'ws')}/invocations-bidirectional-stream)")
             typer.echo(f"agent:         {agent_url}/invocations  (POST {{\"prompt\": ..., \"mode\": \"bidi\"}}, SSE)")
             typer.echo(f"\nAsking: {prompt}\n")
-            answer, end = asyncio.run(_speak_to_file(agent_url, prompt, output))
-            typer.echo(f"Answer: {answer}\n")
+            answer = asyncio.run(_speak_to_file(agent_url, prompt, output))
+            typer.echo(f"Answer: {answer.text.strip()}\n")
             typer.echo(
-                f"First text after {end.get('ttft_ms', 0):.0f} ms, first audio after {end.get('ttfa_ms', 0):.0f} ms; "
+                f"First text after {answer.first_text_ms or 0:.0f} ms, first audio after {answer.first_audio_ms or 0:.0f} ms; "
                 f"spoken answer written to {output.resolve()}"
             )
             typer.echo(f"Compare the modes: uv run voicestream compare --agent-url {agent_url}")
@@ -123,32 +149,14 @@ def demo(
                 typer.echo("Stopping.")
 
 
-async def _speak_to_file(agent_url: str, prompt: str, output: Path) -> tuple[str, dict]:
-    """Ask the agent in bidi mode; write its audio as a WAV file; return its text and ``agent_end``."""
-    import base64
-
-    import httpx
-
+async def _speak_to_file(agent_url: str, prompt: str, output: Path) -> AgentAnswer:
+    """Ask the agent in bidi mode; write its audio as a WAV file; return the answer."""
     from voicestream.audio import finalize_wav, wav_header
-    from voicestream.protocol import SSEDecoder
+    from voicestream.client import AsyncAgentClient
 
-    text, audio, end = [], bytearray(), {}
-    decoder = SSEDecoder()
-    payload = {"prompt": prompt, "mode": "bidi"}
-    async with (
-        httpx.AsyncClient(timeout=300) as client,
-        client.stream("POST", f"{agent_url}/invocations", json=payload) as reply,
-    ):
-        async for chunk in reply.aiter_raw():
-            for event in decoder.feed(chunk):
-                data = event.json()
-                if data["type"] == "text_delta":
-                    text.append(data["text"])
-                elif data["type"] == "audio_chunk":
-                    audio += base64.b64decode(data["data"])
-                elif data["type"] == "error":
-                    stderr.print(f"[red]agent error:[/red] {data['code']}: {data['message']}")
-                elif data["type"] == "agent_end":
-                    end = data
-    output.write_bytes(finalize_wav(wav_header(24000) + bytes(audio)))
-    return "".join(text).strip(), end
+    async with AsyncAgentClient(agent_url) as client:
+        answer = await client.ask(prompt, "bidi")
+    if answer.error is not None:
+        stderr.print(f"[red]agent error:[/red] {answer.error.code}: {answer.error.message}")
+    output.write_bytes(finalize_wav(wav_header(answer.sample_rate or 24000) + bytes(answer.audio)))
+    return answer

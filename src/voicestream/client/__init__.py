@@ -4,13 +4,21 @@
 (`WebSocketTransport`) or through a SageMaker endpoint (`SageMakerTransport`, which needs
 the `aws` extra and is imported only when first used). `SyncSpeechSession` is the same for
 code that is not async. `InvocationsClient` / `AsyncInvocationsClient` read
-`POST /invocations`. Every failure is a `SpeechError`.
+`POST /invocations`. Every failure is a `SpeechError`. `AgentClient` / `AsyncAgentClient`
+ask the agent runtime and read its typed events with the caller's timings.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from voicestream.client.agent import (
+    AgentAnswer,
+    AgentClient,
+    AgentClientError,
+    AsyncAgentClient,
+    ReceivedEvent,
+)
 from voicestream.client.errors import (
     ConnectionLostError,
     InvalidRequestError,
@@ -49,6 +57,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AgentAnswer",
+    "AgentClient",
+    "AgentClientError",
+    "AsyncAgentClient",
     "AsyncInvocationsClient",
     "AudioChunk",
     "AudioFrame",
@@ -57,6 +69,7 @@ __all__ = [
     "Frame",
     "InvalidRequestError",
     "InvocationsClient",
+    "ReceivedEvent",
     "RequestStaleError",
     "RequestState",
     "SSEItem",

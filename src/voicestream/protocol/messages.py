@@ -374,11 +374,16 @@ class AudioStreamEnd(AgentEventBase):
 
 
 class AgentEnd(AgentEventBase):
-    """`ttft_ms` / `ttfa_ms` are left out when the answer had no text / no audio."""
+    """`ttft_ms` / `ttfa_ms` are left out when the answer had no text / no audio.
+
+    Extension for measurements: `first_sentence_ms`, when the first speech request left for
+    the speech server, and `first_sentence_synthesis_s`, the server's time to render it."""
 
     type: Literal["agent_end"] = "agent_end"
     ttft_ms: float | None = None
     ttfa_ms: float | None = None
+    first_sentence_ms: float | None = None
+    first_sentence_synthesis_s: float | None = None
 
 
 class AgentError(AgentEventBase):

@@ -1,4 +1,5 @@
-"""Time to first audio of each agent mode, measured against a running agent.
+"""Time to first audio of each agent mode, measured against a running agent (`voicestream
+compare`, `agent-infra demo`, `voicestream bench e2e`).
 
 The same prompt goes to the agent once per mode (and per trial, the modes taking turns), over
 HTTP to an agent's URL (`voicestream agent`, a container) or through the Bedrock AgentCore
@@ -16,23 +17,15 @@ answer, which `batch-stream` starts to hear long before it is all synthesized.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 import statistics
-import time
-import uuid
-from collections.abc import AsyncGenerator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import httpx
+from voicestream.client import AgentAnswer, AgentClientError, AsyncAgentClient
+from voicestream.protocol import AGENT_MODES, DEFAULT_VOICE
 
-from voicestream.protocol import AGENT_MODES, DEFAULT_VOICE, SSEDecoder
-
-
-class CompareError(RuntimeError):
-    """The agent could not be reached or did not answer with an event stream."""
+CompareError = AgentClientError
+"""The agent could not be reached or did not answer with an event stream."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +44,31 @@ class ModeResult:
     first_sentence_ms: float | None
     first_sentence_synthesis_s: float | None
     error: str | None = None
+    stalls: int = 0
+    stalled_ms: float = 0.0
+    text: str = ""
+    audio: bytes = b""
+
+    @classmethod
+    def of(cls, answer: AgentAnswer, trial: int, playback: Playback) -> ModeResult:
+        end = answer.end
+        return cls(
+            mode=answer.mode,
+            trial=trial,
+            first_text_ms=answer.first_text_ms,
+            first_audio_ms=answer.first_audio_ms,
+            total_ms=answer.total_ms,
+            chunks=answer.chunks,
+            audio_s=answer.audio_s,
+            agent_ttfa_ms=end.ttfa_ms if end else None,
+            first_sentence_ms=end.first_sentence_ms if end else None,
+            first_sentence_synthesis_s=end.first_sentence_synthesis_s if end else None,
+            error=f"{answer.error.code}: {answer.error.message}" if answer.error else None,
+            stalls=playback.stalls,
+            stalled_ms=playback.stalled_ms,
+            text=answer.text,
+            audio=bytes(answer.audio),
+        )
 
     @property
     def lower_bound_ms(self) -> float | None:
@@ -92,130 +110,49 @@ async def compare(
     unknown = [mode for mode in modes if mode not in AGENT_MODES]
     if unknown or trials < 1:
         raise ValueError(f"modes must be among {', '.join(AGENT_MODES)} and trials at least 1")
-    if warmup:
-        await _measure(target, prompt, "bidi", -1, voice, speed, timeout_s)
     results = []
-    for trial in range(trials):
-        for mode in modes:
-            results.append(await _measure(target, prompt, mode, trial, voice, speed, timeout_s))
+    async with AsyncAgentClient(target, timeout_s=timeout_s) as client:
+        if warmup:
+            await client.ask(prompt, "bidi", voice, speed)
+        for trial in range(trials):
+            for mode in modes:
+                results.append(await measure(client, prompt, mode, trial, voice, speed))
     return results
 
 
-async def _measure(
-    target: str, prompt: str, mode: str, trial: int, voice: str, speed: float, timeout_s: float
+@dataclass(slots=True)
+class Playback:
+    """A listener who starts playing at the first audio and plays in real time: a chunk
+    that arrives after everything before it has played is a stall (a silent gap)."""
+
+    ends_at_ms: float | None = None
+    stalls: int = 0
+    stalled_ms: float = 0.0
+
+    def add(self, at_ms: float, seconds: float) -> None:
+        if self.ends_at_ms is not None and at_ms > self.ends_at_ms:
+            self.stalls += 1
+            self.stalled_ms += at_ms - self.ends_at_ms
+        start = at_ms if self.ends_at_ms is None else max(at_ms, self.ends_at_ms)
+        self.ends_at_ms = start + seconds * 1000
+
+
+async def measure(
+    client: AsyncAgentClient,
+    prompt: str,
+    mode: str,
+    trial: int = 0,
+    voice: str = DEFAULT_VOICE,
+    speed: float = 1.0,
 ) -> ModeResult:
-    payload = {"prompt": prompt, "mode": mode, "voice": voice, "speed": speed}
-    first_text = first_audio = None
-    chunks = 0
-    audio_s = 0.0
-    end: dict[str, Any] = {}
-    error = None
-    started = time.perf_counter()
-    async with contextlib.aclosing(_events(target, payload, timeout_s)) as events:
-        async for arrived, event in events:
-            elapsed_ms = (arrived - started) * 1000
-            kind = event.get("type")
-            if kind == "text_delta" and first_text is None:
-                first_text = elapsed_ms
-            elif kind == "audio_chunk":
-                first_audio = elapsed_ms if first_audio is None else first_audio
-                chunks += 1
-            elif kind == "audio_stream_end":
-                audio_s = float(event.get("duration_s", 0.0))
-            elif kind == "error":
-                error = f"{event.get('code')}: {event.get('message')}"
-            elif kind == "agent_end":
-                end = event
-    return ModeResult(
-        mode=mode,
-        trial=trial,
-        first_text_ms=first_text,
-        first_audio_ms=first_audio,
-        total_ms=(time.perf_counter() - started) * 1000,
-        chunks=chunks,
-        audio_s=audio_s,
-        agent_ttfa_ms=end.get("ttfa_ms"),
-        first_sentence_ms=end.get("first_sentence_ms"),
-        first_sentence_synthesis_s=end.get("first_sentence_synthesis_s"),
-        error=error,
-    )
-
-
-def _events(
-    target: str, payload: dict[str, Any], timeout_s: float
-) -> AsyncGenerator[tuple[float, dict[str, Any]], None]:
-    """(arrival time, event) for each event of one answer."""
-    if target.startswith("arn:"):
-        return _agentcore_events(target, payload, timeout_s)
-    return _http_events(target, payload, timeout_s)
-
-
-async def _http_events(
-    url: str, payload: dict[str, Any], timeout_s: float
-) -> AsyncGenerator[tuple[float, dict[str, Any]], None]:
-    decoder = SSEDecoder()
-    timeout = httpx.Timeout(timeout_s, connect=10.0)
-    try:
-        async with (
-            httpx.AsyncClient(timeout=timeout) as client,
-            client.stream(
-                "POST",
-                url.rstrip("/") + "/invocations",
-                json=payload,
-                headers={"Accept": "text/event-stream"},
-            ) as response,
-        ):
-            if response.status_code != 200:
-                body = (await response.aread()).decode("utf-8", "replace")[:300]
-                raise CompareError(f"the agent answered HTTP {response.status_code}: {body}")
-            async for chunk in response.aiter_raw():
-                arrived = time.perf_counter()
-                for event in decoder.feed(chunk):
-                    yield arrived, event.json()
-    except httpx.HTTPError as error:
-        raise CompareError(f"cannot reach the agent at {url}: {error}") from error
-    for event in decoder.flush():
-        yield time.perf_counter(), event.json()
-
-
-async def _agentcore_events(
-    arn: str, payload: dict[str, Any], timeout_s: float
-) -> AsyncGenerator[tuple[float, dict[str, Any]], None]:
-    """The answer of a deployed runtime; boto3 blocks, so it reads in a thread and the
-    arrival times are taken there."""
-    chunks = await asyncio.to_thread(_read_agentcore, arn, payload, timeout_s)
-    decoder = SSEDecoder()
-    for arrived, chunk in chunks:
-        for event in decoder.feed(chunk):
-            yield arrived, event.json()
-    for event in decoder.flush():
-        yield time.perf_counter(), event.json()
-
-
-def _read_agentcore(
-    arn: str, payload: dict[str, Any], timeout_s: float
-) -> list[tuple[float, bytes]]:
-    try:
-        import boto3
-        from botocore.config import Config
-        from botocore.exceptions import BotoCoreError, ClientError
-    except ImportError as error:
-        raise CompareError("an AgentCore ARN needs boto3: install the `aws` extra") from error
-    region = arn.split(":")[3]
-    client = boto3.client(
-        "bedrock-agentcore", region_name=region, config=Config(read_timeout=int(timeout_s))
-    )
-    try:
-        response = client.invoke_agent_runtime(
-            agentRuntimeArn=arn,
-            runtimeSessionId=f"voicestream-compare-{uuid.uuid4().hex}",
-            payload=json.dumps(payload).encode("utf-8"),
-            contentType="application/json",
-            accept="text/event-stream",
-        )
-        return [(time.perf_counter(), chunk) for chunk in response["response"].iter_chunks()]
-    except (BotoCoreError, ClientError) as error:
-        raise CompareError(f"cannot invoke the AgentCore runtime {arn}: {error}") from error
+    """One answer in `mode`, with its stalls for a listener playing the pcm16 audio."""
+    answer, playback = AgentAnswer(mode), Playback()
+    async for received in client.events(prompt, mode, voice, speed):
+        before = len(answer.audio)
+        answer.add(received)
+        if len(answer.audio) > before and answer.sample_rate:
+            playback.add(received.at_ms, (len(answer.audio) - before) / 2 / answer.sample_rate)
+    return ModeResult.of(answer, trial, playback)
 
 
 # --- the table ------------------------------------------------------------------------------
@@ -228,6 +165,8 @@ _COLUMNS = (
     ("total ms", 9),
     ("chunks", 6),
     ("audio s", 7),
+    ("stalls", 6),
+    ("stalled ms", 10),
     ("lower bound ms", 14),
     ("gap ms", 7),
 )
@@ -251,6 +190,8 @@ def format_table(results: Iterable[ModeResult]) -> str:
             _ms(_mean(r.total_ms for r in ok)),
             _ms(_mean(r.chunks for r in ok)),
             _seconds(_mean(r.audio_s for r in ok)),
+            _seconds(_mean(r.stalls for r in ok)),
+            _ms(_mean(r.stalled_ms for r in ok)),
             _ms(_mean(r.lower_bound_ms for r in ok)),
             _ms(_mean(r.gap_ms for r in ok)),
         )

@@ -1,0 +1,309 @@
+"""Client of the agent runtime: `POST /invocations` answered with Server-Sent Events.
+
+`AsyncAgentClient` and `AgentClient` (the same shape, async and sync, as httpx's) send one
+prompt and give back the agent's events (PROTOCOL.md section 2) as typed models, each
+stamped with when it arrived on the caller's clock; `ask` collects a whole answer into an
+`AgentAnswer` with its text, audio and the caller-side timings (first text, first audio,
+total). The target is the agent's base URL, or a Bedrock AgentCore runtime ARN (which needs
+the `aws` extra: boto3 blocks, so the async client reads it in a worker thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+import httpx
+
+from voicestream.protocol import (
+    DEFAULT_VOICE,
+    AgentEnd,
+    AgentError,
+    AgentEvent,
+    AudioChunk,
+    AudioStreamEnd,
+    AudioStreamStart,
+    ProtocolError,
+    SSEDecoder,
+    TextDelta,
+    load_json_object,
+    parse_agent_event,
+)
+
+INVOCATIONS_PATH = "/invocations"
+DEFAULT_TIMEOUT_S = 300.0
+"""A long answer from a slow LLM on a CPU may take minutes to finish speaking."""
+_AGENT_EVENT_TYPES = frozenset(
+    {"agent_start", "text_delta", "audio_stream_start", "audio_chunk", "audio_stream_end", "agent_end", "error"}
+)
+_THREAD_QUEUE_SIZE = 64
+
+
+class AgentClientError(RuntimeError):
+    """The agent could not be reached, or did not answer with a valid event stream."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedEvent:
+    """One agent event and when it arrived, in ms since the request was sent."""
+
+    event: AgentEvent
+    at_ms: float
+
+
+@dataclass(slots=True)
+class AgentAnswer:
+    """One whole answer as the caller received it. Times in ms on the caller's clock, from
+    sending the request; `end` holds the agent's own figures (on its clock)."""
+
+    mode: str
+    text: str = ""
+    audio: bytearray = field(default_factory=bytearray, repr=False)
+    format: str | None = None
+    sample_rate: int | None = None
+    chunks: int = 0
+    audio_s: float = 0.0
+    first_text_ms: float | None = None
+    first_audio_ms: float | None = None
+    total_ms: float = 0.0
+    end: AgentEnd | None = None
+    error: AgentError | None = None
+
+    def add(self, received: ReceivedEvent) -> None:
+        """Take in the next event of the answer."""
+        event, at_ms = received.event, received.at_ms
+        self.total_ms = at_ms
+        if isinstance(event, TextDelta):
+            self.text += event.text
+            self.first_text_ms = at_ms if self.first_text_ms is None else self.first_text_ms
+        elif isinstance(event, AudioStreamStart):
+            self.format, self.sample_rate = event.format, event.sample_rate
+        elif isinstance(event, AudioChunk):
+            self.audio += event.audio()
+            self.chunks += 1
+            self.first_audio_ms = at_ms if self.first_audio_ms is None else self.first_audio_ms
+        elif isinstance(event, AudioStreamEnd):
+            self.audio_s = event.duration_s
+        elif isinstance(event, AgentError):
+            self.error = event
+        elif isinstance(event, AgentEnd):
+            self.end = event
+
+
+def _payload(prompt: str, mode: str, voice: str, speed: float) -> dict[str, Any]:
+    return {"prompt": prompt, "mode": mode, "voice": voice, "speed": speed}
+
+
+class _EventReader:
+    """Bytes of the event stream in, typed events with their arrival times out."""
+
+    def __init__(self, started: float) -> None:
+        self._decoder = SSEDecoder()
+        self._started = started
+
+    def feed(self, chunk: bytes, arrived: float) -> list[ReceivedEvent]:
+        return self._read(self._decoder.feed(chunk), arrived)
+
+    def finish(self) -> list[ReceivedEvent]:
+        return self._read(self._decoder.flush(), time.perf_counter())
+
+    def _read(self, events: list[Any], arrived: float) -> list[ReceivedEvent]:
+        at_ms = (arrived - self._started) * 1000
+        received = []
+        for sse in events:
+            try:
+                message = load_json_object(sse.data)
+                if message.get("type") not in _AGENT_EVENT_TYPES:
+                    continue  # an event of a newer agent
+                received.append(ReceivedEvent(parse_agent_event(message), at_ms))
+            except ProtocolError as error:
+                raise AgentClientError(f"the agent sent a malformed event: {error.message}") from None
+        return received
+
+
+def _check_status(url: str, status: int, body: bytes) -> None:
+    if status != 200:
+        detail = body.decode("utf-8", "replace")[:300]
+        raise AgentClientError(f"the agent at {url} answered HTTP {status}: {detail}")
+
+
+class AgentClient:
+    """The agent at `target` (base URL or AgentCore runtime ARN), synchronously."""
+
+    def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.target = target
+        self.timeout_s = timeout_s
+        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=10.0))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def events(
+        self, prompt: str, mode: str = "bidi", voice: str = DEFAULT_VOICE, speed: float = 1.0
+    ) -> Iterator[ReceivedEvent]:
+        """The answer's events as they arrive; raises `AgentClientError` if the agent
+        cannot be reached (an answer that fails ends with its `error` event instead)."""
+        return self.post(_payload(prompt, mode, voice, speed))
+
+    def post(self, payload: Any) -> Iterator[ReceivedEvent]:
+        """The events answering any JSON `payload` (`events` builds a valid one)."""
+        reader = _EventReader(time.perf_counter())
+        if _is_arn(self.target):
+            chunks = _agentcore_chunks(self.target, payload, self.timeout_s)
+        else:
+            chunks = self._http_chunks(payload)
+        for arrived, chunk in chunks:
+            yield from reader.feed(chunk, arrived)
+        yield from reader.finish()
+
+    def ask(self, prompt: str, mode: str = "bidi", voice: str = DEFAULT_VOICE, speed: float = 1.0) -> AgentAnswer:
+        """The whole answer, with the caller-side timings."""
+        answer = AgentAnswer(mode)
+        for received in self.events(prompt, mode, voice, speed):
+            answer.add(received)
+        return answer
+
+    def _http_chunks(self, payload: Any) -> Iterator[tuple[float, bytes]]:
+        url = self.target.rstrip("/") + INVOCATIONS_PATH
+        try:
+            with self._http.stream("POST", url, json=payload, headers={"Accept": "text/event-stream"}) as response:
+                if response.status_code != 200:
+                    _check_status(url, response.status_code, response.read())
+                for chunk in response.iter_raw():
+                    yield time.perf_counter(), chunk
+        except httpx.HTTPError as error:
+            raise AgentClientError(f"cannot reach the agent at {self.target}: {error!r}") from error
+
+
+class AsyncAgentClient:
+    """The agent at `target` (base URL or AgentCore runtime ARN), for asyncio."""
+
+    def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.target = target
+        self.timeout_s = timeout_s
+        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10.0))
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def events(
+        self, prompt: str, mode: str = "bidi", voice: str = DEFAULT_VOICE, speed: float = 1.0
+    ) -> AsyncIterator[ReceivedEvent]:
+        """The answer's events as they arrive; raises `AgentClientError` if the agent
+        cannot be reached (an answer that fails ends with its `error` event instead)."""
+        async for received in self.post(_payload(prompt, mode, voice, speed)):
+            yield received
+
+    async def post(self, payload: Any) -> AsyncIterator[ReceivedEvent]:
+        """The events answering any JSON `payload` (`events` builds a valid one)."""
+        reader = _EventReader(time.perf_counter())
+        if _is_arn(self.target):
+            chunks = _in_thread(_agentcore_chunks(self.target, payload, self.timeout_s), self.timeout_s)
+        else:
+            chunks = self._http_chunks(payload)
+        async for arrived, chunk in chunks:
+            for received in reader.feed(chunk, arrived):
+                yield received
+        for received in reader.finish():
+            yield received
+
+    async def ask(
+        self, prompt: str, mode: str = "bidi", voice: str = DEFAULT_VOICE, speed: float = 1.0
+    ) -> AgentAnswer:
+        """The whole answer, with the caller-side timings."""
+        answer = AgentAnswer(mode)
+        async for received in self.events(prompt, mode, voice, speed):
+            answer.add(received)
+        return answer
+
+    async def _http_chunks(self, payload: Any) -> AsyncIterator[tuple[float, bytes]]:
+        url = self.target.rstrip("/") + INVOCATIONS_PATH
+        try:
+            async with self._http.stream(
+                "POST", url, json=payload, headers={"Accept": "text/event-stream"}
+            ) as response:
+                if response.status_code != 200:
+                    _check_status(url, response.status_code, await response.aread())
+                async for chunk in response.aiter_raw():
+                    yield time.perf_counter(), chunk
+        except httpx.HTTPError as error:
+            raise AgentClientError(f"cannot reach the agent at {self.target}: {error!r}") from error
+
+
+def _is_arn(target: str) -> bool:
+    return target.startswith("arn:")
+
+
+def _agentcore_chunks(arn: str, payload: Any, timeout_s: float) -> Iterator[tuple[float, bytes]]:
+    """The raw event stream of a deployed AgentCore runtime, with arrival times."""
+    try:
+        import boto3
+        from botocore.config import Config
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError as error:
+        raise AgentClientError("an AgentCore ARN needs boto3: install the `aws` extra") from error
+    client = boto3.client(
+        "bedrock-agentcore", region_name=arn.split(":")[3], config=Config(read_timeout=int(timeout_s))
+    )
+    try:
+        response = client.invoke_agent_runtime(
+            agentRuntimeArn=arn,
+            runtimeSessionId=f"voicestream-{uuid.uuid4().hex}",
+            payload=json.dumps(payload).encode("utf-8"),
+            contentType="application/json",
+            accept="text/event-stream",
+        )
+        for chunk in response["response"].iter_chunks():
+            yield time.perf_counter(), chunk
+    except (BotoCoreError, ClientError) as error:
+        raise AgentClientError(f"cannot invoke the AgentCore runtime {arn}: {error}") from error
+
+
+async def _in_thread(chunks: Iterator[tuple[float, bytes]], timeout_s: float) -> AsyncIterator[tuple[float, bytes]]:
+    """A blocking iterator read in a worker thread, through a bounded queue."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[float, bytes] | BaseException | None] = asyncio.Queue(_THREAD_QUEUE_SIZE)
+    stop = False
+
+    def put(item: tuple[float, bytes] | BaseException | None) -> None:
+        asyncio.run_coroutine_threadsafe(queue.put(item), loop).result(timeout_s)
+
+    def read() -> None:
+        try:
+            for item in chunks:
+                if stop:
+                    return
+                put(item)
+            put(None)
+        except BaseException as error:  # noqa: BLE001 - handed to the event loop
+            put(error)
+
+    reader = loop.run_in_executor(None, read)
+    try:
+        while (item := await asyncio.wait_for(queue.get(), timeout_s)) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop = True  # the reader returns at its next chunk
+        while not queue.empty():
+            queue.get_nowait()  # unblock a reader waiting to put
+        if reader.done():
+            await reader

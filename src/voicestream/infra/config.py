@@ -1,0 +1,144 @@
+"""What a deployment is made of: names, instance choice and scaling defaults. Pure, no CDK.
+
+The CLIs validate their options into these objects before anything slow (jsii, the CDK CLI,
+AWS) runs, and the stacks read nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT = "voicestream"
+SPEECH_MODELS = ("kokoro-82m",)
+"""The models `speech-infra` deploys (one endpoint each)."""
+VARIANT_NAME = "AllTraffic"
+FOUNDATION_STACK = "VoicestreamSpeechFoundation"
+AGENT_STACK = "VoicestreamAgent"
+AGENT_RUNTIME_NAME = "voicestream_agent"
+RUNTIME_NAME_PATTERN = re.compile(r"[a-zA-Z][a-zA-Z0-9_]{0,47}")
+"""AgentCore's rule for a runtime name."""
+CONTAINER_STARTUP_TIMEOUT_S = 600
+"""Model load, warm-up and the first /ping on a cold instance, with room for a slow image pull."""
+MODEL_DIR = "/opt/ml/model"
+
+GPU_FAMILIES = ("g4dn", "g5", "g6", "g6e", "p3", "p4d", "p5")
+"""SageMaker instance families with an NVIDIA GPU: these get the CUDA image."""
+VCPUS_BY_SIZE = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
+
+MEASURED_RTF_PER_CORE = 0.53
+"""Kokoro-82M int8 on one CPU core: synthesis time / audio time (docs/BENCHMARKS.md, bench rtf)."""
+TARGET_UTILIZATION = 0.5
+"""Scale out at half of what an instance can render in real time: room for bursts while the
+new instance starts (several minutes), and speech that starts without queueing."""
+GPU_TARGET_SESSIONS = 8
+"""Not measured here (no GPU on the development machine): re-measure with `voicestream bench
+load` on the instance and pass --target-sessions (docs/DEPLOY.md)."""
+
+
+class ConfigError(ValueError):
+    """An option the deployment cannot use; the message says which and why."""
+
+
+def endpoint_name(model: str) -> str:
+    return f"{PROJECT}-{model}"
+
+
+def endpoint_stack_name(model: str) -> str:
+    return "VoicestreamSpeech" + "".join(part.capitalize() for part in re.split(r"[^a-zA-Z0-9]+", model))
+
+
+def instance_family(instance_type: str) -> str:
+    match = re.fullmatch(r"ml\.([a-z0-9-]+)\.([a-z0-9]+)", instance_type)
+    if not match:
+        raise ConfigError(f"instance type {instance_type!r} is not a SageMaker type like ml.g5.xlarge")
+    return match.group(1)
+
+
+def image_flavor(instance_type: str) -> str:
+    """`cuda` for a GPU instance family, `cpu` otherwise: the speech image's FLAVOR."""
+    return "cuda" if instance_family(instance_type) in GPU_FAMILIES else "cpu"
+
+
+def default_target_sessions(instance_type: str) -> int:
+    """Concurrent requests per instance at which to scale out.
+
+    On a CPU instance: each vCPU renders 1 / RTF streams in real time, at TARGET_UTILIZATION.
+    A GPU renders many times faster than a core; its figure is a conservative guess.
+    """
+    if image_flavor(instance_type) == "cuda":
+        return GPU_TARGET_SESSIONS
+    vcpus = VCPUS_BY_SIZE.get(instance_type.rsplit(".", 1)[1], 4)
+    return max(1, int(vcpus / MEASURED_RTF_PER_CORE * TARGET_UTILIZATION))
+
+
+@dataclass(frozen=True)
+class SpeechDeployment:
+    """One speech model's SageMaker endpoint and its scaling."""
+
+    model: str = "kokoro-82m"
+    instance_type: str = "ml.g5.xlarge"
+    min_instances: int = 1
+    max_instances: int = 4
+    target_sessions: int | None = None
+    image_uri: str | None = None
+    weights_dir: Path | None = None
+    """A weights variant (model.onnx + voices/) to upload and mount at /opt/ml/model;
+    None: the weights baked into the image."""
+    weights_variant: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.model not in SPEECH_MODELS:
+            raise ConfigError(f"unknown model {self.model!r}; choose one of: {', '.join(SPEECH_MODELS)}")
+        image_flavor(self.instance_type)
+        if not 1 <= self.min_instances <= self.max_instances:
+            raise ConfigError(
+                f"need 1 <= --min-instances <= --max-instances, got {self.min_instances} and {self.max_instances}"
+            )
+        if self.target_sessions is not None and self.target_sessions < 1:
+            raise ConfigError("--target-sessions must be at least 1")
+        if self.image_uri is not None:
+            repository_name(self.image_uri)
+        if (self.weights_dir is None) != (self.weights_variant is None):
+            raise ConfigError("a weights variant needs its directory, and the other way round")
+
+    @property
+    def endpoint_name(self) -> str:
+        return endpoint_name(self.model)
+
+    @property
+    def flavor(self) -> str:
+        return image_flavor(self.instance_type)
+
+    @property
+    def scale_out_target(self) -> int:
+        return self.target_sessions or default_target_sessions(self.instance_type)
+
+
+@dataclass(frozen=True)
+class AgentDeployment:
+    """The AgentCore runtime: its model, the speech endpoint it talks to, its image."""
+
+    bedrock_model_id: str
+    speech_endpoint: str = endpoint_name(SPEECH_MODELS[0])
+    image_uri: str | None = None
+    runtime_name: str = AGENT_RUNTIME_NAME
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-zA-Z0-9._:/-]{1,200}", self.bedrock_model_id):
+            raise ConfigError(f"{self.bedrock_model_id!r} is not a Bedrock model or inference profile id")
+        if not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", self.speech_endpoint):
+            raise ConfigError(f"{self.speech_endpoint!r} is not a SageMaker endpoint name")
+        if self.image_uri is not None:
+            repository_name(self.image_uri)
+        if not RUNTIME_NAME_PATTERN.fullmatch(self.runtime_name):
+            raise ConfigError(f"runtime name {self.runtime_name!r} must match {RUNTIME_NAME_PATTERN.pattern}")
+
+
+def repository_name(image_uri: str) -> str:
+    """The ECR repository of an image URI (ACCOUNT.dkr.ecr.REGION.<domain>/REPO[:tag|@digest])."""
+    match = re.fullmatch(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.[a-z0-9.]+/([a-z0-9._/-]+)(?:[:@].+)?", image_uri)
+    if not match:
+        raise ConfigError(f"--image-uri {image_uri!r} is not an ECR image URI (ACCOUNT.dkr.ecr.REGION.<domain>/REPO:TAG)")
+    return match.group(1)

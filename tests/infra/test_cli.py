@@ -1,0 +1,113 @@
+"""`speech-infra` and `agent-infra`: dry runs offline, the pinned CDK CLI, and clear errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from voicestream.infra import cli as infra_cli
+from voicestream.infra.config import AgentDeployment, SpeechDeployment
+from voicestream.infra.toolkit import CDK_CLI_VERSION, CdkCliMissing, find_cdk
+
+REPO = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def _listed(output: str) -> set[tuple[str, str]]:
+    """(type, logical id) pairs from a dry run's listing."""
+    return {tuple(line.split()) for line in output.splitlines() if line.startswith("  AWS::")}  # type: ignore[misc]
+
+
+def test_speech_dry_run_lists_every_resource_offline() -> None:
+    result = runner.invoke(
+        infra_cli.speech_infra,
+        ["deploy", "kokoro-82m", "--instance-type", "ml.c7i.2xlarge", "--min-instances", "2", "--dry-run"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "VoicestreamSpeechFoundation:" in result.stdout and "VoicestreamSpeechKokoro82m:" in result.stdout
+    listed = _listed(result.stdout)
+    for expected in [
+        ("AWS::SageMaker::Model", "Model"),
+        ("AWS::SageMaker::EndpointConfig", "EndpointConfig"),
+        ("AWS::SageMaker::Endpoint", "Endpoint"),
+    ]:
+        assert expected in listed
+    types = {t for t, _ in listed}
+    assert {"AWS::S3::Bucket", "AWS::ApplicationAutoScaling::ScalableTarget", "AWS::CloudWatch::Alarm"} <= types
+    assert sum(t == "AWS::ApplicationAutoScaling::ScalingPolicy" for t, _ in listed) == 2
+    assert "ml.c7i.2xlarge (cpu image), 2-4 instances" in result.stderr
+
+
+def test_agent_dry_run_lists_the_runtime_and_its_role() -> None:
+    result = runner.invoke(
+        infra_cli.agent_infra, ["deploy", "--bedrock-model-id", "amazon.nova-lite-v1:0", "--dry-run"]
+    )
+    assert result.exit_code == 0, result.output
+    listed = _listed(result.stdout)
+    assert ("AWS::BedrockAgentCore::Runtime", "Runtime") in listed
+    assert {t for t, _ in listed} == {"AWS::BedrockAgentCore::Runtime", "AWS::IAM::Role", "AWS::IAM::Policy"}
+
+
+@pytest.mark.parametrize(
+    ("app", "args", "message"),
+    [
+        ("speech", ["deploy", "whisper", "--dry-run"], "unknown model"),
+        ("speech", ["deploy", "kokoro-82m", "--instance-type", "g5.xlarge", "--dry-run"], "not a SageMaker type"),
+        ("speech", ["deploy", "kokoro-82m", "--min-instances", "5", "--dry-run"], "--min-instances <= --max-instances"),
+        ("speech", ["deploy", "kokoro-82m", "--model-variant", "int4", "--dry-run"], "fp32 or fp16"),
+        ("agent", ["deploy", "--bedrock-model-id", "no spaces please", "--dry-run"], "not a Bedrock model"),
+    ],
+)
+def test_bad_options_fail_fast_with_a_clear_message(app: str, args: list[str], message: str) -> None:
+    result = runner.invoke(infra_cli.speech_infra if app == "speech" else infra_cli.agent_infra, args)
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
+
+
+def test_missing_cdk_cli_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VOICESTREAM_CDK", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(CdkCliMissing, match=f"npm install --prefix .cdk aws-cdk@{CDK_CLI_VERSION}"):
+        find_cdk(tmp_path)
+    monkeypatch.setattr(infra_cli, "_repo_root", lambda: tmp_path)
+    result = runner.invoke(infra_cli.speech_infra, ["deploy", "kokoro-82m"])
+    assert result.exit_code == 2 and f"aws-cdk@{CDK_CLI_VERSION}" in result.output
+
+
+def test_the_pinned_cdk_cli_reads_the_synthesized_assemblies(tmp_path: Path) -> None:
+    """A CDK CLI older than the locked aws-cdk-lib refuses its cloud assembly: this is the pin's test."""
+    try:
+        cdk = find_cdk(REPO)
+    except CdkCliMissing:
+        pytest.skip(f"the CDK CLI is not installed (.ci/run installs aws-cdk@{CDK_CLI_VERSION})")
+    version = subprocess.run([cdk, "--version"], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert version.split()[0] == CDK_CLI_VERSION
+    from voicestream.infra.agent_stack import agent_app
+    from voicestream.infra.speech_stacks import speech_app
+
+    speech_app(SpeechDeployment(), str(tmp_path / "speech")).synth()
+    agent_app(AgentDeployment("amazon.nova-lite-v1:0"), str(tmp_path / "agent")).synth()
+    environment = {**os.environ, "CDK_DISABLE_CLI_TELEMETRY": "true"}
+    for assembly, stacks in (("speech", ["VoicestreamSpeechFoundation", "VoicestreamSpeechKokoro82m"]),
+                             ("agent", ["VoicestreamAgent"])):
+        listed = subprocess.run(
+            [cdk, "ls", "--no-notices", "--app", str(tmp_path / assembly)],
+            capture_output=True, text=True, timeout=120, env=environment, check=False,
+        )
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.split() == stacks
+
+
+def test_entry_points_are_installed() -> None:
+    bin_dir = Path(sys.executable).parent
+    for script in ("speech-infra", "agent-infra"):
+        path = shutil.which(script, path=str(bin_dir))
+        assert path, f"{script} is not installed next to {sys.executable}"
+        result = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=60, check=False)
+        assert result.returncode == 0 and "deploy" in result.stdout and "status" in result.stdout

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import botocore.session
 import pytest
 from aws_cdk.assertions import Match, Template
 from tests.infra.iam_checks import actions_of, assert_least_privilege, resources_of
@@ -16,6 +17,7 @@ from tests.infra.iam_checks import actions_of, assert_least_privilege, resources
 from voicestream.infra.config import (
     CONTAINER_STARTUP_TIMEOUT_S,
     FOUNDATION_STACK,
+    GPU_AMI_VERSION,
     SpeechDeployment,
     default_target_sessions,
     endpoint_stack_name,
@@ -93,6 +95,17 @@ def test_endpoint_config_instance_routing_and_startup_timeout(gpu: Synthesized, 
             },
         )
     assert CONTAINER_STARTUP_TIMEOUT_S >= 300, "model load, warm-up and image pull need minutes on a cold instance"
+
+
+def test_gpu_hosts_get_a_cuda_13_driver_and_cpu_hosts_no_gpu_ami(gpu: Synthesized, cpu_fp16: Synthesized) -> None:
+    """The default GPU AMI has driver 470: onnxruntime-gpu (CUDA 13) would fall back to the CPU."""
+    _, config = gpu.one(ENDPOINT_STACK, "AWS::SageMaker::EndpointConfig")
+    assert config["Properties"]["ProductionVariants"][0]["InferenceAmiVersion"] == GPU_AMI_VERSION
+    assert "gpu-4" in GPU_AMI_VERSION, "driver 580 is the 4.x AMIs'"
+    _, config = cpu_fp16.one(ENDPOINT_STACK, "AWS::SageMaker::EndpointConfig")
+    assert "InferenceAmiVersion" not in config["Properties"]["ProductionVariants"][0]
+    sagemaker = botocore.session.get_session().get_service_model("sagemaker")
+    assert GPU_AMI_VERSION in sagemaker.shape_for("ProductionVariantInferenceAmiVersion").enum
 
 
 def test_endpoint_keeps_the_scaled_count_across_redeploys(app: Synthesized) -> None:

@@ -21,10 +21,12 @@ RUNTIME_NAME_PATTERN = re.compile(r"[a-zA-Z][a-zA-Z0-9_]{0,47}")
 """AgentCore's rule for a runtime name."""
 CONTAINER_STARTUP_TIMEOUT_S = 600
 """Model load, warm-up and the first /ping on a cold instance, with room for a slow image pull."""
-MODEL_DIR = "/opt/ml/model"
 
 GPU_FAMILIES = ("g4dn", "g5", "g6", "g6e", "p3", "p4d", "p5")
 """SageMaker instance families with an NVIDIA GPU: these get the CUDA image."""
+GPU_AMI_VERSION = "al2023-ami-sagemaker-inference-gpu-4-1"
+"""NVIDIA driver 580 (CUDA 13.0): what the image's onnxruntime-gpu needs, without forward
+compatibility. SageMaker's default GPU host runs driver 470 on g4dn/g5/p4d, which CUDA 13 cannot use."""
 VCPUS_BY_SIZE = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
 
 MEASURED_RTF_PER_CORE = 0.53
@@ -33,8 +35,8 @@ TARGET_UTILIZATION = 0.5
 """Scale out at half of what an instance can render in real time: room for bursts while the
 new instance starts (several minutes), and speech that starts without queueing."""
 GPU_TARGET_SESSIONS = 8
-"""Not measured here (no GPU on the development machine): re-measure with `voicestream bench
-load` on the instance and pass --target-sessions (docs/DEPLOY.md)."""
+"""Not measured here (no GPU on the development machine): re-measure on the instance and pass
+--target-sessions (docs/DEPLOY.md, "Scaling")."""
 
 
 class ConfigError(ValueError):

@@ -22,6 +22,7 @@ from constructs import Construct
 from voicestream.infra.config import (
     CONTAINER_STARTUP_TIMEOUT_S,
     FOUNDATION_STACK,
+    GPU_AMI_VERSION,
     PROJECT,
     VARIANT_NAME,
     SpeechDeployment,
@@ -139,6 +140,7 @@ class SpeechEndpointStack(cdk.Stack):
                     initial_instance_count=deployment.min_instances,
                     initial_variant_weight=1.0,
                     container_startup_health_check_timeout_in_seconds=CONTAINER_STARTUP_TIMEOUT_S,
+                    inference_ami_version=GPU_AMI_VERSION if deployment.flavor == "cuda" else None,
                     routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(
                         routing_strategy="LEAST_OUTSTANDING_REQUESTS"
                     ),

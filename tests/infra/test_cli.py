@@ -21,7 +21,7 @@ runner = CliRunner()
 
 def _listed(output: str) -> set[tuple[str, str]]:
     """(type, logical id) pairs from a dry run's listing."""
-    return {tuple(line.split()) for line in output.splitlines() if line.startswith("  AWS::")}  # type: ignore[misc]
+    return {tuple(line.split()) for line in output.splitlines() if line.startswith("  ") and "::" in line}  # type: ignore[misc]
 
 
 def test_speech_dry_run_lists_every_resource_offline() -> None:
@@ -111,3 +111,53 @@ def test_entry_points_are_installed() -> None:
         assert path, f"{script} is not installed next to {sys.executable}"
         result = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=60, check=False)
         assert result.returncode == 0 and "deploy" in result.stdout and "status" in result.stdout
+
+
+@pytest.fixture
+def no_aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No AWS credentials anywhere (and no instance metadata to ask); the repository is tmp_path."""
+    for name in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("CDK_DISABLE_CLI_TELEMETRY", "true")
+    monkeypatch.setattr(infra_cli, "_repo_root", lambda: tmp_path)
+    return tmp_path
+
+
+def test_deploy_and_destroy_run_the_cdk_cli_on_the_assembly(
+    no_aws: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Up to AWS: the command is printed, run on the synthesized assembly, and its failure passed on."""
+    try:
+        cdk = find_cdk(REPO)
+    except CdkCliMissing:
+        pytest.skip(f"the CDK CLI is not installed (.ci/run installs aws-cdk@{CDK_CLI_VERSION})")
+    monkeypatch.setenv("VOICESTREAM_CDK", cdk)
+    assembly = no_aws / "cdk.out" / "agent"
+    for args, command in (
+        (["deploy", "--bedrock-model-id", "amazon.nova-lite-v1:0"], "deploy VoicestreamAgent"),
+        (["destroy"], "destroy --force VoicestreamAgent"),
+    ):
+        result = runner.invoke(infra_cli.agent_infra, args)
+        captured = capfd.readouterr()
+        assert f"$ {cdk} {command} --app {assembly}" in " ".join(result.stderr.split()), result.stderr
+        assert (assembly / "VoicestreamAgent.template.json").is_file()
+        assert result.exit_code != 0, "without credentials the CDK CLI must fail, and the command with it"
+        assert "Unable to resolve AWS account" in captured.err + captured.out
+
+
+def test_a_weights_variant_is_staged_and_uploaded(no_aws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--model-variant resolves the weights (here an explicit directory) and stages them for upload."""
+    weights = no_aws / "weights"
+    (weights / "voices").mkdir(parents=True)
+    (weights / "model_fp16.onnx").write_bytes(b"onnx")
+    (weights / "voices" / "af_heart.bin").write_bytes(b"voice")
+    monkeypatch.setenv("VOICESTREAM_MODEL_DIR", str(weights))
+    result = runner.invoke(infra_cli.speech_infra, ["deploy", "kokoro-82m", "--model-variant", "fp16", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    staged = no_aws / "cdk.out" / "weights-fp16"
+    assert (staged / "model.onnx").read_bytes() == b"onnx"
+    assert (staged / "voices" / "af_heart.bin").read_bytes() == b"voice"
+    assert "Custom::CDKBucketDeployment" in {t for t, _ in _listed(result.stdout)}

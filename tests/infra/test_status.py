@@ -17,7 +17,7 @@ from botocore.stub import Stubber
 from typer.testing import CliRunner
 
 from voicestream.infra import cli as infra_cli
-from voicestream.infra.status import endpoint_status, runtime_status, stack_exists
+from voicestream.infra.status import endpoint_status, runtime_status, stack_outputs
 
 REGION = "eu-west-1"
 ENDPOINT = "voicestream-kokoro-82m"
@@ -183,23 +183,39 @@ def test_no_runtime_is_not_deployed(control: tuple[object, Stubber]) -> None:
     assert runtime_status(client, "voicestream_agent").status is None
 
 
-def test_stack_exists_or_not() -> None:
-    client, stubber = _client("cloudformation")
-    stubber.add_response(
-        "describe_stacks",
-        {"Stacks": [{"StackName": "VoicestreamAgent", "CreationTime": NOW, "StackStatus": "CREATE_COMPLETE"}]},
-        {"StackName": "VoicestreamAgent"},
-    )
+def _stack(name: str, outputs: dict[str, str]) -> dict:
+    return {
+        "Stacks": [
+            {
+                "StackName": name,
+                "CreationTime": NOW,
+                "StackStatus": "UPDATE_COMPLETE",
+                "Outputs": [{"OutputKey": k, "OutputValue": v} for k, v in outputs.items()],
+            }
+        ]
+    }
+
+
+def _no_stack(stubber: Stubber, name: str) -> None:
     stubber.add_client_error(
         "describe_stacks",
         service_error_code="ValidationError",
-        service_message="Stack with id VoicestreamAgent does not exist",
+        service_message=f"Stack with id {name} does not exist",
         http_status_code=400,
-        expected_params={"StackName": "VoicestreamAgent"},
+        expected_params={"StackName": name},
     )
+
+
+def test_stack_outputs_or_none() -> None:
+    client, stubber = _client("cloudformation")
+    stubber.add_response(
+        "describe_stacks", _stack("VoicestreamSpeechFoundation", {"WeightsBucketName": "weights-abc"}),
+        {"StackName": "VoicestreamSpeechFoundation"},
+    )
+    _no_stack(stubber, "VoicestreamAgent")
     with stubber:
-        assert stack_exists(client, "VoicestreamAgent") is True
-        assert stack_exists(client, "VoicestreamAgent") is False
+        assert stack_outputs(client, "VoicestreamSpeechFoundation") == {"WeightsBucketName": "weights-abc"}
+        assert stack_outputs(client, "VoicestreamAgent") is None
     stubber.assert_no_pending_responses()
 
 
@@ -224,12 +240,28 @@ def test_status_commands_print_and_exit_by_state(
 def test_speech_destroy_refuses_while_the_agent_exists(monkeypatch: pytest.MonkeyPatch) -> None:
     client, stubber = _client("cloudformation")
     stubber.add_response(
-        "describe_stacks",
-        {"Stacks": [{"StackName": "VoicestreamAgent", "CreationTime": NOW, "StackStatus": "UPDATE_COMPLETE"}]},
-        {"StackName": "VoicestreamAgent"},
+        "describe_stacks", _stack("VoicestreamAgent", {"AgentRuntimeArn": RUNTIME_ARN}), {"StackName": "VoicestreamAgent"}
     )
     monkeypatch.setattr(infra_cli, "_client", lambda service, region: client)
     with stubber:
         result = CliRunner().invoke(infra_cli.speech_infra, ["destroy", "kokoro-82m"])
     assert result.exit_code == 2
     assert "agent-infra destroy" in result.output
+
+
+def test_speech_destroy_names_the_bucket_it_keeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the agent check, destroy runs the CDK CLI; its exit status and the kept bucket are reported."""
+    client, stubber = _client("cloudformation")
+    _no_stack(stubber, "VoicestreamAgent")
+    stubber.add_response(
+        "describe_stacks", _stack("VoicestreamSpeechFoundation", {"WeightsBucketName": "weights-abc"}),
+        {"StackName": "VoicestreamSpeechFoundation"},
+    )
+    ran: list[list[str]] = []
+    monkeypatch.setattr(infra_cli, "_client", lambda service, region: client)
+    monkeypatch.setattr(infra_cli, "_synth_and_run", lambda build, name, dry_run, args: ran.append(args))
+    with stubber:
+        result = CliRunner().invoke(infra_cli.speech_infra, ["destroy", "kokoro-82m"])
+    assert result.exit_code == 0, result.output
+    assert ran == [["destroy", "--force", "VoicestreamSpeechKokoro82m", "VoicestreamSpeechFoundation"]]
+    assert "weights bucket weights-abc" in result.stdout and "aws s3 rb s3://weights-abc" in result.stdout

@@ -155,10 +155,12 @@ def destroy(model: Model, region: Region = None) -> None:
         deployment = SpeechDeployment(model)
     except ConfigError as error:
         raise _fail(str(error)) from None
-    from voicestream.infra.status import stack_exists
+    from voicestream.infra.status import stack_outputs
 
-    if stack_exists(_client("cloudformation", region), AGENT_STACK):
+    cloudformation = _client("cloudformation", region)
+    if stack_outputs(cloudformation, AGENT_STACK) is not None:
         raise _fail(f"the agent ({AGENT_STACK}) still speaks through this endpoint: run `agent-infra destroy` first")
+    bucket = (stack_outputs(cloudformation, FOUNDATION_STACK) or {}).get("WeightsBucketName", "BUCKET")
 
     def build(outdir: str) -> object:
         from voicestream.infra.speech_stacks import speech_app
@@ -168,9 +170,10 @@ def destroy(model: Model, region: Region = None) -> None:
     stacks = [endpoint_stack_name(model), FOUNDATION_STACK]
     _synth_and_run(build, "speech", False, ["destroy", "--force", *stacks])
     typer.echo(
-        "Kept, on purpose: the weights bucket (see the VoicestreamSpeechFoundation stack's WeightsBucketName "
-        "output; empty it, versions included, then `aws s3 rb s3://BUCKET`) and the images in the CDK "
-        "bootstrap's container-assets repository (`aws ecr batch-delete-image`, or leave them for the next deploy)."
+        f"Kept, on purpose: the weights bucket {bucket} (versioned: delete its objects and their versions, "
+        f"then `aws s3 rb s3://{bucket}`), and the images in the CDK bootstrap's container-assets "
+        "repository (shared by every CDK app in this account and region: `aws ecr batch-delete-image` "
+        "if nothing else uses them)."
     )
 
 

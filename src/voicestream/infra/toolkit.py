@@ -14,6 +14,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -29,6 +30,9 @@ INSTALL_HINT = (
     f"(or set {CDK_CLI_ENV} to a cdk executable of version {CDK_CLI_VERSION} or newer)"
 )
 
+if TYPE_CHECKING:
+    import aws_cdk as cdk
+
 console = Console(stderr=True)
 
 
@@ -43,11 +47,11 @@ class Resource:
     type: str
 
 
-def synthesize(build: Callable[[str], object], outdir: Path) -> list[Resource]:
+def synthesize(build: Callable[[str], cdk.App], outdir: Path) -> list[Resource]:
     """Run `build(outdir)` (returns a cdk.App), synthesize it, and list every stack's resources."""
     outdir.mkdir(parents=True, exist_ok=True)
     with console.status("Synthesizing the CDK app (jsii starts node; this takes a little while)..."):
-        assembly = build(str(outdir)).synth()  # type: ignore[attr-defined]
+        assembly = build(str(outdir)).synth()
     return [
         Resource(stack.stack_name, logical_id, resource["Type"])
         for stack in assembly.stacks

@@ -161,3 +161,10 @@ def test_a_weights_variant_is_staged_and_uploaded(no_aws: Path, monkeypatch: pyt
     assert (staged / "model.onnx").read_bytes() == b"onnx"
     assert (staged / "voices" / "af_heart.bin").read_bytes() == b"voice"
     assert "Custom::CDKBucketDeployment" in {t for t, _ in _listed(result.stdout)}
+
+
+def test_list_names_each_model_its_endpoint_and_scaling_default() -> None:
+    result = runner.invoke(infra_cli.speech_infra, ["list"])
+    assert result.exit_code == 0
+    assert result.stdout.split()[:3] == ["kokoro-82m", "endpoint", "voicestream-kokoro-82m"]
+    assert "scale out at 8 concurrent requests per instance" in result.stdout

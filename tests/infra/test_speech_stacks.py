@@ -199,7 +199,8 @@ def test_execution_role_pulls_its_image_reads_its_bucket_writes_its_logs(app: Sy
     role_id = _role(app, "sagemaker.amazonaws.com")
     assert actions_of(template, role_id) == {
         "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability",
-        "ecr:GetAuthorizationToken", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams",
+        "ecr:GetAuthorizationToken",
+        "logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams",
         "s3:GetObject", "s3:ListBucket",
     }
     (repository,) = resources_of(template, role_id, "ecr:BatchGetImage")
@@ -208,7 +209,9 @@ def test_execution_role_pulls_its_image_reads_its_bucket_writes_its_logs(app: Sy
     assert all(bucket_id in r for r in resources_of(template, role_id, "s3:GetObject"))
     assert resources_of(template, role_id, "s3:ListBucket") == [json.dumps({"Fn::GetAtt": [bucket_id, "Arn"]})]
     logs = resources_of(template, role_id, "logs:PutLogEvents")
-    assert logs and all("log-group:/aws/sagemaker/Endpoints/voicestream-kokoro-82m" in r for r in logs)
+    assert [r.rsplit("log-group:", 1)[1] for r in logs] == [
+        '/aws/sagemaker/Endpoints/voicestream-kokoro-82m"]]}', '/aws/sagemaker/Endpoints/voicestream-kokoro-82m:*"]]}',
+    ], "its own log group and its streams, nothing else"
     _, log_group = app.one(FOUNDATION_STACK, "AWS::Logs::LogGroup")
     assert log_group["Properties"]["LogGroupName"] == "/aws/sagemaker/Endpoints/voicestream-kokoro-82m"
     assert log_group["Properties"]["RetentionInDays"] > 0

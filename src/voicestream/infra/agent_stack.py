@@ -74,13 +74,6 @@ class AgentStack(cdk.Stack):
             )
         )
         role.add_to_policy(log_statement(self._runtime_log_groups(deployment.runtime_name)))
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="CreateRuntimeLogGroup",
-                actions=["logs:CreateLogGroup"],
-                resources=[self._runtime_log_groups(deployment.runtime_name)],
-            )
-        )
         runtime = agentcore.CfnRuntime(
             self,
             "Runtime",

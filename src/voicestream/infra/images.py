@@ -62,9 +62,9 @@ def pull_statements(repository: str) -> list[iam.PolicyStatement]:
 
 
 def log_statement(log_group_arn: str) -> iam.PolicyStatement:
-    """Write one log group (and its streams)."""
+    """Create and write one log group (or the groups one name pattern matches) and its streams."""
     return iam.PolicyStatement(
         sid="WriteLogs",
-        actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-        resources=[log_group_arn, f"{log_group_arn}:log-stream:*"],
+        actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+        resources=[log_group_arn, f"{log_group_arn}:*"],
     )

@@ -5,12 +5,56 @@ Shared by the speech server and the agent, which must not import each other.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 import uvicorn
+
+log = logging.getLogger(__name__)
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn that drains before it shuts down.
+
+    On the first SIGTERM (what Docker, Kubernetes, SageMaker and AgentCore send) or Ctrl-C,
+    ``drain`` runs while the server still listens (so ``/ping`` can answer 503 and in-flight
+    work can finish); uvicorn's own shutdown follows when it returns. A second signal stops
+    at once.
+    """
+
+    def __init__(self, config: uvicorn.Config, drain: Callable[[], Awaitable[None]]) -> None:
+        super().__init__(config)
+        self._drain = drain
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._draining: asyncio.Task[None] | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._draining is not None or self._loop is None or self.should_exit:
+            super().handle_exit(sig, frame)
+            return
+        self._captured_signals.append(sig)
+        self._loop.call_soon_threadsafe(self._start_draining)
+
+    def _start_draining(self) -> None:
+        assert self._loop is not None
+        self._draining = self._loop.create_task(self._drain_then_exit(), name="drain")
+
+    async def _drain_then_exit(self) -> None:
+        try:
+            await self._drain()
+        except Exception:
+            log.exception("draining failed; shutting down now")
+        finally:
+            self.should_exit = True
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -77,3 +77,26 @@ class WirePeer:
 
     async def close(self) -> None:
         await self.ws.close()
+
+
+async def metric(base_url: str, name: str) -> float:
+    """One unlabelled value of the server's /metrics."""
+    import httpx
+
+    async with httpx.AsyncClient() as client:
+        text = (await client.get(f"{base_url}/metrics")).text
+    return float(next(line for line in text.splitlines() if line.startswith(name + " ")).split()[1])
+
+
+async def open_non_reader(base_url: str) -> ClientConnection:
+    """A WebSocket client with a tiny receive buffer and no compression that will never
+    read: the server's sends back up soon instead of filling megabytes of buffers first."""
+    import socket
+    from urllib.parse import urlsplit
+
+    address = urlsplit(base_url)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, (address.hostname, address.port))
+    return await connect(ws_url(base_url), sock=sock, max_size=None, max_queue=1, compression=None)

@@ -16,12 +16,13 @@ on one machine (`voicestream agent`, `serve_agent`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import uvicorn
@@ -30,15 +31,17 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 from strands.models import Model
 
+from voicestream.access import protect
 from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
 from voicestream.agent.local_llm import DEFAULT_LOCAL_THREADS
 from voicestream.agent.runtime import (
     DEFAULT_CHUNK_SENTENCES,
     DEFAULT_FIRST_CLAUSE_WORDS,
+    AnswerLimits,
     run,
     speech_transport,
 )
-from voicestream.asgi import free_port, serving
+from voicestream.asgi import DrainingServer, free_port, serving
 from voicestream.protocol import (
     AgentEnd,
     AgentError,
@@ -53,6 +56,7 @@ from voicestream.text import ChunkSchedule
 logger = logging.getLogger(__name__)
 
 DEFAULT_SPEECH_URL = "ws://127.0.0.1:8080/invocations-bidirectional-stream"
+DEFAULT_GRACE_S = 30.0
 DEFAULT_AGENT_PORT = 8081
 """On one machine; in its container the agent listens on 8080, as AgentCore expects."""
 
@@ -80,6 +84,9 @@ class AgentSettings:
     llm_threads: int = DEFAULT_LOCAL_THREADS
     first_clause_words: int | None = DEFAULT_FIRST_CLAUSE_WORDS
     chunk_sentences: tuple[int, ...] = DEFAULT_CHUNK_SENTENCES
+    limits: AnswerLimits = field(default_factory=AnswerLimits)
+    api_key: str | None = None
+    cors_origins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.schedule  # noqa: B018 - a bad schedule fails when the settings are made
@@ -93,9 +100,10 @@ class AgentSettings:
         """Settings from VOICESTREAM_SPEECH_URL, VOICESTREAM_LLM (local, openai or bedrock),
         VOICESTREAM_LLM_MODEL, VOICESTREAM_LLM_BASE_URL, VOICESTREAM_LLM_MAX_TOKENS,
         VOICESTREAM_LLM_THREADS, VOICESTREAM_FIRST_CLAUSE_WORDS, VOICESTREAM_CHUNK_SCHEDULE
-        (sentences per later chunk, such as "1,2") and AWS_REGION (or AWS_DEFAULT_REGION);
-        `overrides` that are not None win (CLI options; 0 first clause words turns latency
-        mode off there too)."""
+        (sentences per later chunk, such as "1,2"), AWS_REGION (or AWS_DEFAULT_REGION), the
+        limits' variables (see `AnswerLimits.from_env`), VOICESTREAM_API_KEY and
+        VOICESTREAM_CORS_ORIGINS (comma-separated); `overrides` that are not None win (CLI
+        options; 0 first clause words turns latency mode off there too)."""
         env = os.environ if environ is None else environ
         max_tokens = env.get("VOICESTREAM_LLM_MAX_TOKENS")
         threads = env.get("VOICESTREAM_LLM_THREADS")
@@ -117,6 +125,9 @@ class AgentSettings:
                 if chunk_schedule
                 else DEFAULT_CHUNK_SENTENCES
             ),
+            limits=AnswerLimits.from_env(env),
+            api_key=env.get("VOICESTREAM_API_KEY") or None,
+            cors_origins=tuple(o.strip() for o in env.get("VOICESTREAM_CORS_ORIGINS", "").split(",") if o.strip()),
         )
         chosen = {k: v for k, v in overrides.items() if v is not None}
         if chosen.get("first_clause_words") == 0:
@@ -136,6 +147,15 @@ class AgentSettings:
         )
 
 
+def _refusal(code: ErrorCode, message: str) -> list[dict[str, Any]]:
+    """An answer that ends before it starts: `error`, then `agent_end`."""
+    request_id = new_request_id()
+    return [
+        _dump(AgentError(request_id=request_id, t_ms=0.0, code=code, message=message)),
+        _dump(AgentEnd(request_id=request_id, t_ms=0.0)),
+    ]
+
+
 class AgentService:
     """What the app's entrypoint holds: the settings, the one LLM, the answers in progress."""
 
@@ -143,6 +163,7 @@ class AgentService:
         self.settings = settings
         self.llm = llm
         self.active_answers = 0
+        self.draining = False
         self._lock = threading.Lock()
 
     def warm_up(self) -> None:
@@ -159,10 +180,34 @@ class AgentService:
 
         threading.Thread(target=load_quietly, name="llm-load", daemon=True).start()
 
-    async def answer(self, payload: Any) -> AsyncGenerator[dict[str, Any], None]:
-        """The events for one invocation payload; a bad payload gives `error`, `agent_end`."""
+    async def drain(self, grace_s: float) -> None:
+        """Refuse new answers, wait up to `grace_s` for those under way to end."""
+        self.draining = True
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(grace_s):
+                while self.active_answers:
+                    await asyncio.sleep(0.05)
+
+    def _admit(self) -> bool:
         with self._lock:
+            if self.draining or self.active_answers >= self.settings.limits.max_answers:
+                return False
             self.active_answers += 1
+            return True
+
+    async def answer(self, payload: Any) -> AsyncGenerator[dict[str, Any], None]:
+        """The events for one invocation payload; a bad payload gives `error`, `agent_end`,
+        and so does one beyond `max_answers` answers at once (`busy`, at once)."""
+        limits = self.settings.limits
+        if not self._admit():
+            why = (
+                "the agent is shutting down"
+                if self.draining
+                else f"the agent is already answering {limits.max_answers} requests"
+            )
+            for event in _refusal(ErrorCode.BUSY, f"{why}; try again shortly"):
+                yield event
+            return
         try:
             try:
                 if not isinstance(payload, dict):
@@ -171,20 +216,22 @@ class AgentService:
                         'the payload must be a JSON object, such as {"prompt": "..."}',
                     )
                 request = parse_agent_request(payload)
-            except ProtocolError as error:
-                request_id = new_request_id()
-                yield _dump(
-                    AgentError(
-                        request_id=request_id, t_ms=0.0, code=error.code, message=error.message
+                if len(request.prompt) > limits.max_prompt_chars:
+                    raise ProtocolError(
+                        ErrorCode.TEXT_TOO_LONG,
+                        f"the prompt has {len(request.prompt)} characters; at most "
+                        f"{limits.max_prompt_chars} are accepted",
                     )
-                )
-                yield _dump(AgentEnd(request_id=request_id, t_ms=0.0))
+            except ProtocolError as error:
+                for event in _refusal(error.code, error.message):
+                    yield event
                 return
             answer = run(
                 request,
                 self.llm,
                 self.settings.speech_url,
                 schedule=self.settings.schedule,
+                limits=limits,
             )
             async with contextlib.aclosing(answer):
                 async for event in answer:
@@ -198,12 +245,17 @@ def _dump(event: Any) -> dict[str, Any]:
     return event.model_dump(mode="json", exclude_none=True)
 
 
-class EventStream(StreamingResponse):
-    """Events as Server-Sent Events (`data: {json}`, one per event); the events' generator
-    is closed when the response ends, also when the caller hung up halfway."""
+KEEPALIVE = b": keep-alive\n\n"
+"""An SSE comment: clients ignore it, proxies see bytes flowing and keep the stream open."""
 
-    def __init__(self, events: AsyncGenerator[dict[str, Any], None]) -> None:
-        self._body = _encoded(events)
+
+class EventStream(StreamingResponse):
+    """Events as Server-Sent Events (`data: {json}`, one per event), with a keep-alive
+    comment after `keepalive_s` without one; the events' generator is closed when the
+    response ends, also when the caller hung up halfway."""
+
+    def __init__(self, events: AsyncGenerator[dict[str, Any], None], keepalive_s: float) -> None:
+        self._body = _encoded(events, keepalive_s)
         super().__init__(
             self._body, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
@@ -215,10 +267,30 @@ class EventStream(StreamingResponse):
             await self._body.aclose()
 
 
-async def _encoded(events: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[bytes, None]:
+async def _encoded(
+    events: AsyncGenerator[dict[str, Any], None], keepalive_s: float
+) -> AsyncGenerator[bytes, None]:
+    """The encoded events; the next one is awaited in its own task, so that a keep-alive
+    can go out meanwhile without cancelling (and so ending) the generator."""
     async with contextlib.aclosing(events):
-        async for event in events:
-            yield encode_sse(event)
+        upcoming: asyncio.Future[dict[str, Any]] | None = None
+        try:
+            while True:
+                upcoming = upcoming or asyncio.ensure_future(anext(events))
+                done, _ = await asyncio.wait((upcoming,), timeout=keepalive_s)
+                if not done:
+                    yield KEEPALIVE
+                    continue
+                try:
+                    event = upcoming.result()
+                except StopAsyncIteration:
+                    return
+                upcoming = None
+                yield encode_sse(event)
+        finally:
+            if upcoming is not None and not upcoming.done():
+                upcoming.cancel()
+                await asyncio.gather(upcoming, return_exceptions=True)
 
 
 def create_app(
@@ -238,20 +310,28 @@ def create_app(
 
     app = BedrockAgentCoreApp(lifespan=lifespan)
     app.state.service = service
+    protect(app, settings.api_key, settings.cors_origins)
 
     @app.entrypoint
     async def invocations(payload: Any) -> EventStream:
-        return EventStream(service.answer(payload))
+        return EventStream(service.answer(payload), settings.limits.keepalive_s)
 
     return app
 
 
 def serve_agent(
-    host: str = "127.0.0.1", port: int = DEFAULT_AGENT_PORT, settings: AgentSettings | None = None
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_AGENT_PORT,
+    settings: AgentSettings | None = None,
+    grace_s: float = DEFAULT_GRACE_S,
 ) -> None:
-    """Run the agent with uvicorn until interrupted (what `voicestream agent` calls)."""
+    """Run the agent with uvicorn until SIGTERM or Ctrl-C (what `voicestream agent` calls),
+    then drain: new answers are refused with `busy`, answers under way get `grace_s` to
+    end. Logging is set up by the caller (`voicestream.logs`)."""
     app = create_app(settings)
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
+    service: AgentService = app.state.service
+    config = uvicorn.Config(app, host=host, port=port, access_log=False, log_config=None)
+    DrainingServer(config, drain=lambda: service.drain(grace_s)).run()
 
 
 @contextlib.contextmanager

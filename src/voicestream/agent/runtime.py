@@ -27,7 +27,7 @@ import base64
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, Coroutine
+from collections.abc import AsyncGenerator, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -43,6 +43,7 @@ from voicestream.client import (
     SpeechBusyError,
     SpeechCompleted,
     SpeechError,
+    SpeechEvent,
     SpeechFailed,
     SpeechSession,
     Transport,
@@ -74,6 +75,35 @@ DEFAULT_CHUNK_SENTENCES = (1, 2)
 DEFAULT_SCHEDULE = ChunkSchedule(DEFAULT_FIRST_CLAUSE_WORDS, DEFAULT_CHUNK_SENTENCES)
 CLEANUP_TIMEOUT_S = 3.0
 """How long stopping the LLM and the speech session may take before they are abandoned."""
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerLimits:
+    """What keeps answers finite and the agent's load bounded (PROTOCOL.md section 2).
+
+    `max_answers` answers at once (more get `busy` at once); prompts up to
+    `max_prompt_chars` (longer ones get `text_too_long`); an answer ends with
+    `answer_timeout` after `answer_timeout_s`; a speech server that sends nothing for
+    `speech_timeout_s` while requests are pending ends it with `speech_unavailable`;
+    `keepalive_s` is the most an SSE stream stays silent (a comment keeps proxies patient).
+    """
+
+    max_answers: int = 8
+    max_prompt_chars: int = 4000
+    answer_timeout_s: float = 300.0
+    speech_timeout_s: float = 30.0
+    keepalive_s: float = 15.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> AnswerLimits:
+        """From VOICESTREAM_MAX_ANSWERS, VOICESTREAM_MAX_PROMPT_CHARS,
+        VOICESTREAM_ANSWER_TIMEOUT_S, VOICESTREAM_SPEECH_TIMEOUT_S, VOICESTREAM_KEEPALIVE_S."""
+        values: dict[str, Any] = {}
+        for name in cls.__dataclass_fields__:
+            raw = env.get(f"VOICESTREAM_{name.upper()}")
+            if raw:
+                values[name] = type(getattr(cls(), name))(raw)
+        return cls(**values)
 
 
 class _Failure(Exception):
@@ -172,6 +202,7 @@ async def run(
     *,
     request_id: str | None = None,
     schedule: ChunkSchedule = DEFAULT_SCHEDULE,
+    limits: AnswerLimits | None = None,
 ) -> AsyncGenerator[dict[str, Any], None]:
     """Answer `request`, yielding PROTOCOL.md section 2 events as JSON-ready dicts.
 
@@ -184,6 +215,8 @@ async def run(
     `schedule` sets bidi's chunk lengths: in latency mode the first chunk ends at the first
     good break after a few words, so that a short first request is synthesized sooner; later
     chunks are whole sentences (see `ChunkSchedule`).
+
+    `limits` gives the answer's deadline and how long the speech server may stay silent.
     """
     answer = _Answer(request, request_id or new_request_id())
     yield answer.event(AgentStart, mode=request.mode)
@@ -193,12 +226,24 @@ async def run(
             _text_task(answer, llm, connecting, IncrementalSentenceChunker(schedule)),
             name="agent-text",
         ),
-        asyncio.create_task(_audio_task(answer, connecting), name="agent-audio"),
+        asyncio.create_task(
+            _audio_task(answer, connecting, limits.speech_timeout_s), name="agent-audio"
+        ),
     ]
+    limits = limits or AnswerLimits()
+    deadline = asyncio.get_running_loop().time() + limits.answer_timeout_s
     try:
         finished: set[str] = set()
         while len(finished) < len(tasks):
-            item = await answer.queue.get()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    item = await answer.queue.get()
+            except TimeoutError:
+                logger.warning("answer %s passed its deadline", answer.request_id)
+                item = _Failure(
+                    ErrorCode.ANSWER_TIMEOUT,
+                    f"the answer took longer than {limits.answer_timeout_s:g} s and was stopped",
+                )
             if isinstance(item, _Finished):
                 finished.add(item.task)
             elif isinstance(item, _Failure):
@@ -268,11 +313,13 @@ async def _text_task(
     answer.queue.put_nowait(_Finished("text"))
 
 
-async def _audio_task(answer: _Answer, connecting: asyncio.Task[SpeechSession]) -> None:
+async def _audio_task(
+    answer: _Answer, connecting: asyncio.Task[SpeechSession], speech_timeout_s: float
+) -> None:
     held: list[AudioChunk] = []
     try:
         session = await connecting
-        async for event in session.events():
+        async for event in _events_while_alive(session, speech_timeout_s):
             if isinstance(event, AudioChunk):
                 if answer.request.mode == "batch":
                     held.append(event)
@@ -291,6 +338,46 @@ async def _audio_task(answer: _Answer, connecting: asyncio.Task[SpeechSession]) 
         _report(answer, error)
         raise
     answer.queue.put_nowait(_Finished("audio"))
+
+
+STALL_CHECK_S = 0.5
+
+
+async def _events_while_alive(
+    session: SpeechSession, speech_timeout_s: float
+) -> AsyncGenerator[SpeechEvent, None]:
+    """The session's events; a `speech_unavailable` failure once the server has sent
+    nothing for `speech_timeout_s` while requests wait for it (so that neither reading
+    nor `close` can wait forever on a server that stalled)."""
+    events = session.events()
+    quiet_since = time.monotonic()
+    upcoming: asyncio.Future[SpeechEvent] | None = None
+    try:
+        while True:
+            upcoming = upcoming or asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait((upcoming,), timeout=STALL_CHECK_S)
+            now = time.monotonic()
+            if not done:
+                if not session.pending:
+                    quiet_since = now
+                elif now - quiet_since > speech_timeout_s:
+                    raise _Failure(
+                        ErrorCode.SPEECH_UNAVAILABLE,
+                        f"the speech server sent nothing for {speech_timeout_s:g} s",
+                    )
+                continue
+            try:
+                event = upcoming.result()
+            except StopAsyncIteration:
+                return
+            upcoming = None
+            quiet_since = now
+            yield event
+    finally:
+        if upcoming is not None and not upcoming.done():
+            upcoming.cancel()
+            await asyncio.gather(upcoming, return_exceptions=True)
+        await events.aclose()
 
 
 def _emit_audio(answer: _Answer, chunk: AudioChunk) -> None:

@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from voicestream.cli.app import ModelDir, app, load_engine
+from voicestream.cli.app import (
+    ApiKey,
+    CorsOrigins,
+    GraceS,
+    LogJson,
+    LogLevel,
+    ModelDir,
+    app,
+    load_engine,
+)
 from voicestream.cli.progress import stderr
 
 if TYPE_CHECKING:
@@ -63,22 +72,50 @@ def agent(
             "(default: VOICESTREAM_CHUNK_SCHEDULE, else 1,2).",
         ),
     ] = None,
+    max_answers: Annotated[
+        int | None, typer.Option("--max-answers", help="Answers at once; more get `busy` (default 8).")
+    ] = None,
+    max_prompt_chars: Annotated[
+        int | None, typer.Option("--max-prompt-chars", help="Longest prompt accepted (default 4000).")
+    ] = None,
+    answer_timeout: Annotated[
+        float | None, typer.Option("--answer-timeout", help="Seconds an answer may take (default 300).")
+    ] = None,
+    speech_timeout: Annotated[
+        float | None,
+        typer.Option("--speech-timeout", help="Seconds the speech server may stay silent mid-answer (default 30)."),
+    ] = None,
+    api_key: ApiKey = None,
+    cors_origin: CorsOrigins = None,
+    grace_s: GraceS = 30.0,
+    log_level: LogLevel = "info",
+    log_json: LogJson = False,
 ) -> None:
-    """Run the agent runtime (the Bedrock AgentCore contract) against a speech server."""
+    """Run the agent runtime (the Bedrock AgentCore contract) against a speech server.
+    A speech server with an API key is reached with `?key=KEY` in --speech-url."""
+    from dataclasses import replace
+
     from voicestream.agent.app import AgentSettings, serve_agent
+    from voicestream.logs import configure_logging
     from voicestream.text import ChunkSchedule
 
+    configure_logging(log_level, json=log_json)
     try:
         sentences = ChunkSchedule.parse(None, chunk_schedule).sentences if chunk_schedule else None
         settings = AgentSettings.from_env(
             speech_url=speech_url, llm=llm, model=model, base_url=base_url, region=region,
             max_tokens=max_tokens, llm_threads=llm_threads, first_clause_words=first_clause_words,
-            chunk_sentences=sentences,
+            chunk_sentences=sentences, api_key=api_key, cors_origins=tuple(cors_origin) if cors_origin else None,
         )
     except ValueError as error:
         stderr.print(f"[red]error:[/red] {error}")
         raise typer.Exit(2) from None
-    serve_agent(host, port, settings)
+    limits = {
+        "max_answers": max_answers, "max_prompt_chars": max_prompt_chars,
+        "answer_timeout_s": answer_timeout, "speech_timeout_s": speech_timeout,
+    }
+    settings = replace(settings, limits=replace(settings.limits, **{k: v for k, v in limits.items() if v is not None}))
+    serve_agent(host, port, settings, grace_s=grace_s)
 
 
 def print_comparison(target: str, prompt: str, trials: int, modes: list[str]) -> None:

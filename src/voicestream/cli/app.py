@@ -147,28 +147,59 @@ def models_list() -> None:
         typer.echo(f"{variant:5} {state}  [{cache_dir(variant)}]")
 
 
+LogLevel = Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")]
+LogJson = Annotated[bool, typer.Option("--log-json", help="One JSON object per log line (for log collectors).")]
+ApiKey = Annotated[
+    str | None,
+    typer.Option("--api-key", envvar="VOICESTREAM_API_KEY",
+                 help="Require this key on every route but /ping (Bearer header, ?key= or subprotocol)."),
+]
+CorsOrigins = Annotated[
+    list[str] | None,
+    typer.Option("--cors-origin", help="A browser origin allowed to call from another site (repeatable)."),
+]
+GraceS = Annotated[
+    float, typer.Option("--grace-s", help="On SIGTERM, seconds in-flight requests may take to finish.")
+]
+LOCAL_HOST_HELP = "Address to listen on (0.0.0.0 to be reachable from other machines; containers pass it)."
+
+
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "0.0.0.0",
+    host: Annotated[str, typer.Option(help=LOCAL_HOST_HELP)] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (SageMaker uses 8080).")] = 8080,
     device: Device = "cpu",
     model_dir: ModelDir = None,
     variant: Variant = "int8",
     max_sessions: Annotated[int, typer.Option("--max-sessions", help="Open sessions beyond this get `busy`.")] = 64,
     max_queue: Annotated[int, typer.Option("--max-queue", help="Queued requests beyond this get `busy`.")] = 256,
+    max_session_requests: Annotated[
+        int, typer.Option("--max-session-requests", help="Unsent requests one session may hold; more get `busy`.")
+    ] = 32,
+    max_body_bytes: Annotated[
+        int, typer.Option("--max-body-bytes", help="Largest HTTP body or WebSocket message accepted.")
+    ] = 1_048_576,
     idle_timeout: Annotated[float, typer.Option("--idle-timeout", help="Close a session idle this many seconds.")] = 300.0,
     stale_after: Annotated[
         float, typer.Option("--stale-after", help="Refuse requests whose request_timestamp is older (seconds).")
     ] = 60.0,
-    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+    grace_s: GraceS = 30.0,
+    api_key: ApiKey = None,
+    cors_origin: CorsOrigins = None,
+    log_level: LogLevel = "info",
+    log_json: LogJson = False,
 ) -> None:
-    """Run the speech server (the SageMaker container contract)."""
+    """Run the speech server (the SageMaker container contract); SIGTERM drains it."""
+    from voicestream.logs import configure_logging
     from voicestream.server import ServerSettings
     from voicestream.server import serve as run_server
 
+    configure_logging(log_level, json=log_json)
     settings = ServerSettings(
         host=host, port=port, device=device, model_dir=model_dir, variant=variant, max_sessions=max_sessions,
-        max_queue=max_queue, idle_timeout_s=idle_timeout, stale_after_s=stale_after,
+        max_queue=max_queue, max_session_requests=max_session_requests, max_body_bytes=max_body_bytes,
+        idle_timeout_s=idle_timeout, stale_after_s=stale_after, grace_s=grace_s, api_key=api_key or None,
+        cors_origins=tuple(cors_origin or ()),
     )
     run_server(settings, log_level=log_level)
 

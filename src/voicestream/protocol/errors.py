@@ -9,7 +9,8 @@ class ErrorCode(StrEnum):
     """Every `code` an `error` frame or event may carry (PROTOCOL.md).
 
     The first eleven are the speech server's codes of PROTOCOL.md 1.1; then the speech
-    server's language and blend extensions; the last three are documented extensions the
+    server's extensions (languages and voice blends; bodies over the size limit); the rest
+    are documented extensions the
     agent runtime sends in its `error` events.
     """
 
@@ -24,13 +25,15 @@ class ErrorCode(StrEnum):
     BUSY = "busy"
     REQUEST_STALE = "request_stale"
     INTERNAL = "internal"
-    # Speech server extensions: languages and voice blends.
+    # Speech server extensions: languages and voice blends; limits.
     UNSUPPORTED_LANGUAGE = "unsupported_language"
     INVALID_VOICE_BLEND = "invalid_voice_blend"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
     # Agent runtime extensions.
     SPEECH_UNAVAILABLE = "speech_unavailable"
     LLM_ERROR = "llm_error"
     CANCELLED = "cancelled"
+    ANSWER_TIMEOUT = "answer_timeout"
 
 
 class ProtocolError(Exception):

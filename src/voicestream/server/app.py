@@ -1,7 +1,8 @@
 """The speech server's Starlette app: the SageMaker container contract of PROTOCOL.md §1.
 
 The socket opens before the model is ready so that ``/ping`` can answer 503 while the
-weights load and warm up; requests that arrive meanwhile wait for readiness.
+weights load and warm up; requests that arrive meanwhile wait for readiness. On SIGTERM the
+runner calls :meth:`ServerState.drain` before uvicorn shuts down.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from voicestream.access import accepted_subprotocol, protect
 from voicestream.engine import KokoroEngine
 from voicestream.protocol import ErrorCode, ErrorFrame
 from voicestream.server.discovery import list_models, list_openai_voices, list_voices
@@ -38,6 +40,7 @@ class ServerState:
         self.ready = asyncio.Event()
         self.service: SpeechService | None = None
         self.failure: str | None = None
+        self.draining = False
 
     async def wait(self) -> SpeechService | None:
         with contextlib.suppress(TimeoutError):
@@ -46,10 +49,44 @@ class ServerState:
         return self.service
 
 
+    async def drain(self) -> None:
+        """SIGTERM: refuse new sessions and requests, let accepted ones finish within
+        ``grace_s``, then close the sessions that remain with 1001 (going away)."""
+        self.draining = True
+        service = self.service
+        if service is None:
+            return
+        service.draining = True
+        log.info("draining: finishing %d requests on %d sessions within %g s",
+                 service.scheduler.depth, len(service.sessions), self.settings.grace_s)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.settings.grace_s):
+                while not service.drained:
+                    await asyncio.sleep(0.05)
+        if not service.drained:
+            log.warning("grace period over: dropping %d unfinished requests", service.scheduler.depth)
+        for session in list(service.sessions):
+            session.go_away()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SESSIONS_CLOSE_S):
+                while service.sessions:
+                    await asyncio.sleep(0.05)
+
+
+SESSIONS_CLOSE_S = 5.0
+"""After the grace period: how long sessions may take to send their going-away close."""
+
+
 async def ping(request: Request) -> Response:
+    """200 only while the server can take work: the model is loaded, every scheduler
+    worker runs, and no shutdown is under way."""
     state: ServerState = request.app.state.server
+    if state.draining:
+        return JSONResponse({"status": "draining"}, status_code=503)
     if state.service is None:
         return JSONResponse({"status": "loading" if state.failure is None else "failed"}, status_code=503)
+    if not state.service.scheduler.healthy:
+        return JSONResponse({"status": "unhealthy"}, status_code=503)
     return JSONResponse({"status": "Healthy"})
 
 
@@ -70,7 +107,7 @@ def _needs_service(handler):
 
 async def bidirectional_stream(websocket: WebSocket) -> None:
     """Accept at once (SageMaker expects the upgrade well inside 250 ms), then wait for the model."""
-    await websocket.accept()
+    await websocket.accept(subprotocol=accepted_subprotocol(websocket.scope))
     service = await websocket.app.state.server.wait()
     if service is None:
         frame = ErrorFrame(code=ErrorCode.BUSY, message="The model is not loaded yet; try again shortly.")
@@ -90,9 +127,9 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
             loaded = engine or await asyncio.to_thread(
                 KokoroEngine.load, settings.model_dir, settings.device, settings.variant
             )
-        except Exception as error:  # noqa: BLE001 - the server stays up and /ping tells the platform
+        except Exception as error:
             state.failure = str(error)
-            log.error("The model failed to load: %s", error)
+            log.exception("The model failed to load")
             state.ready.set()  # waiting requests are refused at once, not after ready_timeout_s
             return
         state.service = SpeechService(loaded, settings, state.metrics)
@@ -122,4 +159,5 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
         lifespan=lifespan,
     )
     app.state.server = state
+    protect(app, settings.api_key, settings.cors_origins)
     return app

@@ -6,6 +6,7 @@ engine stops at the next piece and nothing is left queued.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 from collections.abc import AsyncIterator
@@ -23,7 +24,13 @@ from voicestream.protocol import (
     parse_openai_request,
     parse_post_request,
 )
-from voicestream.server.requests import AudioStream, RequestRejected, SpeechService, SynthesisFailed
+from voicestream.server.requests import (
+    AudioStream,
+    RequestRejected,
+    SpeechService,
+    SynthesisFailed,
+    http_status,
+)
 from voicestream.server.scheduler import Listener
 
 
@@ -34,6 +41,21 @@ def error_response(code: ErrorCode | str, message: str, status: int = 400) -> Re
 def _rejected(service: SpeechService, code: ErrorCode, message: str, status: int) -> Response:
     service.metrics.errors.labels(code=code.value).inc()
     return error_response(code, message, status)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, read no further than ``limit`` bytes: a larger one is refused before it is
+    held in memory (``payload_too_large``)."""
+    declared = request.headers.get("content-length", "")
+    received = bytearray()
+    if not (declared.isdigit() and int(declared) > limit):
+        async for chunk in request.stream():
+            received += chunk
+            if len(received) > limit:
+                break
+        else:
+            return bytes(received)
+    raise ProtocolError(ErrorCode.PAYLOAD_TOO_LARGE, f"The request body is larger than {limit} bytes.")
 
 
 async def _cancel_on_exit(stream: AudioStream) -> AsyncIterator[bytes]:
@@ -84,14 +106,14 @@ async def _start(
 async def invocations(request: Request) -> Response:
     service: SpeechService = request.app.state.service
     try:
-        body = parse_post_request(await request.body())
+        body = parse_post_request(await read_body(request, service.settings.max_body_bytes))
         rid = body.request_id or "invocation"
         stream = await _start(
             service, body.text, body.voice, body.speed, body.format, body.sample_rate,
             body.request_timestamp, rid, route="invocations",
         )
     except ProtocolError as error:
-        return _rejected(service, error.code, error.message, 400)
+        return _rejected(service, error.code, error.message, http_status(error.code))
     except RequestRejected as rejected:
         return _rejected(service, rejected.code, rejected.message, rejected.http_status)
 
@@ -100,13 +122,36 @@ async def invocations(request: Request) -> Response:
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     if body.stream:
         return StreamingResponse(_cancel_on_exit(stream), media_type=stream.encoder.content_type)
-    return await _whole_file(service, stream)
+    return await _whole_file(request, service, stream)
 
 
-async def _whole_file(service: SpeechService, stream: AudioStream) -> Response:
-    """``stream: false``: the whole file, with its duration and cost in headers."""
+async def _collect(stream: AudioStream) -> bytes:
     async with contextlib.aclosing(_cancel_on_exit(stream)) as chunks:
-        data = b"".join([chunk async for chunk in chunks])
+        return b"".join([chunk async for chunk in chunks])
+
+
+async def _disconnect(request: Request) -> None:
+    """Returns when the client hangs up (the body has been read: only that can come)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _whole_file(request: Request, service: SpeechService, stream: AudioStream) -> Response:
+    """``stream: false``: the whole file, with its duration and cost in headers. A client
+    that hangs up before it is ready cancels the synthesis."""
+    collecting = asyncio.ensure_future(_collect(stream))
+    hang_up = asyncio.ensure_future(_disconnect(request))
+    try:
+        await asyncio.wait((collecting, hang_up), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        hang_up.cancel()
+        if not collecting.done():
+            stream.job.cancel()
+            collecting.cancel()
+        await asyncio.gather(collecting, hang_up, return_exceptions=True)
+    if collecting.cancelled():
+        return Response(status_code=499)  # nobody is left to read it
+    data = collecting.result()
     if stream.result is None:
         return _rejected(service, ErrorCode.INTERNAL, "Synthesis failed for this request.", 500)
     if stream.encoder.format == "wav":
@@ -124,13 +169,13 @@ async def openai_speech(request: Request) -> Response:
     """OpenAI's speech API: the official SDK works against it unchanged."""
     service: SpeechService = request.app.state.service
     try:
-        body = parse_openai_request(await request.body())
+        body = parse_openai_request(await read_body(request, service.settings.max_body_bytes))
         stream = await _start(
             service, body.input, body.kokoro_voice, body.speed, body.audio_format, 24000,
             None, "openai", route="openai",
         )
     except ProtocolError as error:
-        return _rejected(service, error.code, error.message, 400)
+        return _rejected(service, error.code, error.message, http_status(error.code))
     except RequestRejected as rejected:
         return _rejected(service, rejected.code, rejected.message, rejected.http_status)
     if body.stream_format == "sse":

@@ -33,6 +33,10 @@ class ServerMetrics:
         self.requests = Counter(
             "voicestream_requests_total", "Requests accepted, by route.", ["route"], registry=self.registry
         )
+        self.rendered_audio = Gauge(
+            "voicestream_rendered_audio_seconds",
+            "Audio the model has rendered since the server started (seconds).", registry=self.registry,
+        )
         self.errors = Counter(
             "voicestream_errors_total", "Error answers, by protocol code.", ["code"], registry=self.registry
         )

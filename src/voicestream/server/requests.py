@@ -6,9 +6,11 @@ framing; admission, validation, scheduling, encoding and metrics live here once.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from voicestream.audio import StreamEncoder, create_encoder
 from voicestream.engine import InvalidInputError, KokoroEngine
@@ -18,12 +20,23 @@ from voicestream.server.scheduler import (
     BusyError,
     JobState,
     Listener,
+    RenderFailed,
     SynthesisJob,
     SynthesisScheduler,
 )
 from voicestream.server.settings import ServerSettings
 
-_HTTP_STATUS = {ErrorCode.BUSY: 503, ErrorCode.TEXT_TOO_LONG: 413, ErrorCode.REQUEST_STALE: 408, ErrorCode.INTERNAL: 500}
+log = logging.getLogger(__name__)
+
+_HTTP_STATUS = {
+    ErrorCode.BUSY: 503, ErrorCode.TEXT_TOO_LONG: 413, ErrorCode.PAYLOAD_TOO_LARGE: 413,
+    ErrorCode.REQUEST_STALE: 408, ErrorCode.INTERNAL: 500,
+}
+
+
+def http_status(code: ErrorCode) -> int:
+    """The HTTP status that answers a refusal with ``code``."""
+    return _HTTP_STATUS.get(code, 400)
 
 
 class RequestRejected(Exception):
@@ -36,11 +49,11 @@ class RequestRejected(Exception):
 
     @property
     def http_status(self) -> int:
-        return _HTTP_STATUS.get(self.code, 400)
+        return http_status(self.code)
 
 
 class SynthesisFailed(Exception):
-    """The engine failed mid-request; the details stay in the server log."""
+    """The engine or the encoder failed mid-request; the cause is in the server log, once."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +87,7 @@ class AudioStream:
         return SynthesisStart(request_id=request_id, format=self.encoder.format, sample_rate=self.encoder.sample_rate)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        """The encoded audio; any failure (engine or encoder) ends it as :class:`SynthesisFailed`."""
         sent = 0
         first_audio_ms: float | None = None
         try:
@@ -85,11 +99,16 @@ class AudioStream:
                         self.metrics.time_to_first_audio.labels(route=self.route).observe(first_audio_ms / 1000)
                     sent += len(data)
                     yield data
-        except Exception as error:  # the engine's own failure, reported without its text
-            raise SynthesisFailed("Synthesis failed for this request.") from error
-        if self.job.state is JobState.CANCELLED:
-            return
-        if tail := self.encoder.finish():
+            if self.job.state is JobState.CANCELLED:
+                return
+            tail = self.encoder.finish()
+        except RenderFailed as failure:  # the scheduler has logged the engine's cause
+            raise SynthesisFailed("Synthesis failed for this request.") from failure
+        except Exception as error:
+            log.error("encoding failed", exc_info=error, extra={"request_id": self.job.request_id})
+            self.job.cancel()
+            raise SynthesisFailed("Encoding the audio failed for this request.") from error
+        if tail:
             sent += len(tail)
             yield tail
         if self.job.audio_seconds:
@@ -102,6 +121,15 @@ class AudioStream:
         )
 
 
+class BidiSessionLike(Protocol):
+    """What the service needs of a session to drain it (the session module imports this one)."""
+
+    @property
+    def idle(self) -> bool: ...
+
+    def go_away(self) -> None: ...
+
+
 class SpeechService:
     """The engine, its scheduler, the limits and the metrics of one server."""
 
@@ -110,8 +138,17 @@ class SpeechService:
         self.settings = settings
         self.metrics = metrics
         self.scheduler = SynthesisScheduler(engine, max_queue=settings.max_queue)
+        self.sessions: set[BidiSessionLike] = set()
+        self.draining = False
+        """Set on SIGTERM: new sessions and requests are refused with ``busy``."""
         self._sessions = 0
         metrics.queue_depth.set_function(lambda: self.scheduler.depth)
+        metrics.rendered_audio.set_function(lambda: self.scheduler.rendered_seconds)
+
+    @property
+    def drained(self) -> bool:
+        """Nothing accepted is left to render or to send."""
+        return self.scheduler.depth == 0 and all(session.idle for session in self.sessions)
 
     def admit_session(self) -> bool:
         if self._sessions >= self.settings.max_sessions:
@@ -146,6 +183,8 @@ class SpeechService:
         listener: Listener, request_id: str, route: str,
     ) -> SynthesisJob:
         """Validate and queue one request; synthesis starts as soon as the scheduler allows."""
+        if self.draining:
+            raise RequestRejected(ErrorCode.BUSY, "The server is shutting down; try another instance.")
         self.check(text, voice, speed, timestamp)
         try:
             job = self.scheduler.submit(SynthesisJob(text, voice, speed, listener, request_id))

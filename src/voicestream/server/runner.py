@@ -7,22 +7,26 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from voicestream.asgi import free_port, serving
+from voicestream.asgi import DrainingServer, free_port, serving
 from voicestream.engine import KokoroEngine
 from voicestream.server.app import create_app
 from voicestream.server.settings import ServerSettings
 
 
 def _config(settings: ServerSettings, engine: KokoroEngine | None, log_level: str) -> uvicorn.Config:
+    """uvicorn's settings; ``log_config=None`` leaves logging to ``voicestream.logs``."""
     return uvicorn.Config(
         create_app(settings, engine), host=settings.host, port=settings.port, log_level=log_level,
         ws="websockets-sansio", ws_ping_interval=20.0, ws_ping_timeout=20.0, timeout_graceful_shutdown=5,
+        ws_max_size=settings.max_body_bytes, log_config=None,
     )
 
 
 def serve(settings: ServerSettings, log_level: str = "info") -> None:
-    """Run until interrupted (``voicestream serve``, the container entrypoint)."""
-    uvicorn.Server(_config(settings, None, log_level)).run()
+    """Run until SIGTERM or Ctrl-C, then drain (``voicestream serve``, the container
+    entrypoint). Logging is set up by the caller (``voicestream.logs``)."""
+    config = _config(settings, None, log_level)
+    DrainingServer(config, drain=config.app.state.server.drain).run()
 
 
 @contextmanager

@@ -26,6 +26,13 @@ allows; otherwise it takes one thread like the rest.
 
 Pieces of one request are rendered in order; later requests of the same session may be
 rendered while earlier ones still render or send (the session keeps the wire order).
+A request whose consumer has not taken its audio yet holds at most ``MAX_BUFFERED_PIECES``
+rendered pieces: it is skipped until its consumer catches up, so a client that never reads
+holds a bounded amount of memory and no worker.
+
+Workers are supervised: a failure in one step fails that request (logged once, with its
+traceback and request id) and the worker goes on; a worker that ends anyway is restarted,
+and :attr:`SynthesisScheduler.healthy` turns false (``/ping`` answers 503) if it cannot be.
 """
 
 from __future__ import annotations
@@ -33,10 +40,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
@@ -46,9 +54,18 @@ import numpy as np
 from voicestream.cpus import CPU_USE
 from voicestream.engine import KokoroEngine, Piece
 
+log = logging.getLogger(__name__)
+
+MAX_BUFFERED_PIECES = 2
+"""Rendered pieces one request may hold before its consumer takes them."""
+
 
 class BusyError(Exception):
     """The queue is full: the request is refused at once rather than queued forever."""
+
+
+class RenderFailed(Exception):
+    """The engine failed on this request; the scheduler has logged the cause already."""
 
 
 class JobState(Enum):
@@ -91,7 +108,14 @@ class SynthesisJob:
     seq: int = 0
     rendering: bool = False
     _pieces: Iterator[Piece] | None = None
-    _chunks: asyncio.Queue = field(default_factory=asyncio.Queue)
+    _chunks: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(MAX_BUFFERED_PIECES + 3))
+    """Rendered pieces, plus at most the end marker, a cancel marker and a failure."""
+    _on_taken: Callable[[], None] | None = None
+
+    @property
+    def backlog_full(self) -> bool:
+        """The consumer has not taken enough of this request's audio for another piece."""
+        return self._chunks.qsize() >= MAX_BUFFERED_PIECES
 
     @property
     def finished(self) -> bool:
@@ -115,6 +139,8 @@ class SynthesisJob:
         """The request's audio, chunk by chunk; raises what rendering raised."""
         while True:
             item = await self._chunks.get()
+            if self._on_taken is not None:
+                self._on_taken()
             if item is _SENTINEL:
                 return
             if isinstance(item, BaseException):
@@ -145,6 +171,9 @@ class SynthesisScheduler:
         self._wakeup = asyncio.Condition()
         self._seq = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self.rendered_seconds = 0.0
+        """Audio rendered so far, all requests together (a metric)."""
         self._first_audio_pool = ThreadPoolExecutor(self.workers, thread_name_prefix="first-audio")
         self._steady_pool = ThreadPoolExecutor(
             self.workers, thread_name_prefix="steady", initializer=_lower_priority
@@ -155,15 +184,37 @@ class SynthesisScheduler:
         """Requests accepted and not yet fully rendered."""
         return sum(not job.finished for job in self._jobs)
 
+    @property
+    def healthy(self) -> bool:
+        """Every worker is running: the server can synthesize."""
+        return bool(self._tasks) and all(not task.done() for task in self._tasks)
+
     def start(self) -> None:
         if self._tasks:
             return
-        loop = asyncio.get_running_loop()
         for index in range(self.workers):
-            self._tasks.append(loop.create_task(self._work(self._steady_pool, first_only=False), name=f"steady-{index}"))
-            self._tasks.append(loop.create_task(self._work(self._first_audio_pool, first_only=True), name=f"first-{index}"))
+            self._tasks.append(self._spawn(f"steady-{index}", first_only=False))
+            self._tasks.append(self._spawn(f"first-{index}", first_only=True))
+
+    def _spawn(self, name: str, first_only: bool) -> asyncio.Task[None]:
+        pool = self._first_audio_pool if first_only else self._steady_pool
+        task = asyncio.get_running_loop().create_task(self._work(pool, first_only), name=name)
+        task.add_done_callback(self._restart)
+        return task
+
+    def _restart(self, task: asyncio.Task[None]) -> None:
+        """A worker ended although nothing stopped it: log why and start a new one."""
+        if self._stopping or task.cancelled() or task not in self._tasks:
+            return
+        log.error("scheduler worker %s ended; restarting it", task.get_name(), exc_info=task.exception())
+        index = self._tasks.index(task)
+        try:
+            self._tasks[index] = self._spawn(task.get_name(), first_only=task.get_name().startswith("first"))
+        except RuntimeError:  # the loop is closing: the worker stays dead and /ping says so
+            log.exception("scheduler worker %s could not be restarted", task.get_name())
 
     async def stop(self) -> None:
+        self._stopping = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -179,9 +230,13 @@ class SynthesisScheduler:
         if self.depth >= self.max_queue:
             raise BusyError(f"The server has {self.depth} requests waiting; try again shortly.")
         job.seq = next(self._seq)
+        job._on_taken = self._wake
         self._jobs.append(job)
-        asyncio.get_running_loop().create_task(self._notify())
+        self._wake()
         return job
+
+    def _wake(self) -> None:
+        asyncio.get_running_loop().create_task(self._notify())
 
     async def _notify(self) -> None:
         async with self._wakeup:
@@ -192,7 +247,8 @@ class SynthesisScheduler:
 
         A piece is first-audio work when it is the first piece of its listener's earliest
         unfinished request; everything else (later pieces, and requests queued behind
-        another of the same listener, whose audio is not due yet) is steady work.
+        another of the same listener, whose audio is not due yet) is steady work. A job
+        whose consumer is behind (``backlog_full``) waits.
         """
         self._jobs = [job for job in self._jobs if not job.finished]
         heads: set[int] = set()
@@ -203,7 +259,8 @@ class SynthesisScheduler:
                 heads.add(id(job))
         ready = [
             job for job in self._jobs
-            if not job.rendering and (job.first_audio_at is None and id(job) in heads) == first_only
+            if not job.rendering and not job.backlog_full
+            and (job.first_audio_at is None and id(job) in heads) == first_only
         ]
         return min(ready, key=SynthesisJob.urgency, default=None)
 
@@ -217,9 +274,21 @@ class SynthesisScheduler:
                 job.rendering = True
             try:
                 await self._step(job, loop, pool)
+            except Exception as error:  # noqa: BLE001 - the request fails, the worker goes on
+                self._fail(job, error)
             finally:
                 job.rendering = False
                 await self._notify()
+
+    @staticmethod
+    def _fail(job: SynthesisJob, error: Exception) -> None:
+        """Log the cause once and hand the request's consumer a :class:`RenderFailed`."""
+        log.error("synthesis failed", exc_info=error, extra={"request_id": job.request_id})
+        if not job.finished:
+            job.state = JobState.FAILED
+            failure = RenderFailed("Synthesis failed for this request.")
+            failure.__cause__ = error
+            job._deliver(failure)
 
     async def _step(self, job: SynthesisJob, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:
         """Render the job's next piece on ``pool`` and hand it over."""
@@ -228,13 +297,7 @@ class SynthesisScheduler:
             job.state = JobState.SPEAKING
         started = time.perf_counter()
         first_audio = pool is self._first_audio_pool
-        try:
-            rendered = await loop.run_in_executor(pool, self._render_next, job, first_audio)
-        except Exception as error:  # noqa: BLE001 - handed to the request's consumer, never lost
-            if not job.finished:
-                job.state = JobState.FAILED
-                job._deliver(error)
-            return
+        rendered = await loop.run_in_executor(pool, self._render_next, job, first_audio)
         if job.finished:  # cancelled while the piece was rendering: drop it
             return
         if rendered is not None:
@@ -242,6 +305,7 @@ class SynthesisScheduler:
             job.model_seconds += time.perf_counter() - started
             seconds = audio.size / self.engine.sample_rate
             job.audio_seconds += seconds
+            self.rendered_seconds += seconds
             job.listener.buffered(seconds)
             if job.first_audio_at is None:
                 job.first_audio_at = time.monotonic()

@@ -6,14 +6,20 @@ the scheduler at once, so synthesis of later requests overlaps the sending of ea
 audio. The sender walks the requests in arrival order and writes each one's frames
 (``synthesis_start``, audio, ``synthesis_complete``) without interleaving.
 
-Session states: OPEN (reading and answering), CLOSING (``close`` received: answering what
-was accepted, reading no more), CLOSED.
+Session states: OPEN (reading and answering), CLOSING (``close`` received or idle: answering
+what was accepted, reading no more), CLOSED.
+
+Everything is bounded: at most ``max_session_requests`` accepted requests wait to be sent
+(more are answered ``busy``), and the outbox holds them plus ``OUTBOX_SPARE`` error frames;
+beyond that the receiver stops reading, so a client that floods without reading is slowed
+by TCP instead of growing the server's memory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from dataclasses import dataclass
 from enum import Enum
@@ -27,6 +33,7 @@ from voicestream.protocol import (
     ErrorFrame,
     ProtocolError,
     SynthesisCancelled,
+    SynthesisComplete,
     SynthesizeRequest,
     parse_client_message,
 )
@@ -49,6 +56,10 @@ class _Accepted:
 
 
 _CLOSE = object()
+OUTBOX_SPARE = 16
+"""Error frames the outbox holds beside the accepted requests before the receiver waits."""
+
+log = logging.getLogger(__name__)
 
 
 class BidiSession:
@@ -57,24 +68,63 @@ class BidiSession:
         self.service = service
         self.state = SessionState.OPEN
         self.listener = Listener()
-        self._outbox: asyncio.Queue[_Accepted | ErrorFrame | object] = asyncio.Queue()
+        self._outbox: asyncio.Queue[_Accepted | ErrorFrame | object] = asyncio.Queue(
+            service.settings.max_session_requests + OUTBOX_SPARE
+        )
         self._accepted: list[_Accepted] = []
+        self._last_activity = time.monotonic()
+        self._going_away = asyncio.Event()
+        self._sending = False
+
+    @property
+    def idle(self) -> bool:
+        """Nothing accepted is waiting to be sent: going away now loses no audio."""
+        return not self._accepted and self._outbox.empty() and not self._sending
+
+    def go_away(self) -> None:
+        """Close with 1001 now (the server is shutting down); unsent requests are dropped."""
+        self._going_away.set()
 
     async def run(self) -> None:
-        """Serve the session until close, disconnect or idle timeout; never leave work behind."""
+        """Serve the session until close, disconnect, idle timeout or shutdown; never leave
+        work behind, and never hang: a sender that breaks closes the session with 1011."""
+        receiver = asyncio.create_task(self._receive_loop(), name="session-receiver")
         sender = asyncio.create_task(self._send_loop(), name="session-sender")
+        going_away = asyncio.create_task(self._going_away.wait(), name="session-going-away")
+        tasks = (receiver, sender, going_away)
         try:
-            await self._receive_loop()
-            if self.state is SessionState.CLOSING:
-                await sender
-                await self.websocket.close(code=1000)
+            code = await self._outcome(receiver, sender, going_away)
+            if code is not None:
+                await self.websocket.close(code=code)
         except WebSocketDisconnect:
             pass
+        except Exception:
+            log.exception("the session failed; closing it")
+            with contextlib.suppress(Exception):
+                await self.websocket.close(code=1011)
         finally:
             self.state = SessionState.CLOSED
             self._cancel_all()
-            sender.cancel()
-            await asyncio.gather(sender, return_exceptions=True)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _outcome(self, receiver: asyncio.Task, sender: asyncio.Task, going_away: asyncio.Task) -> int | None:
+        """The close code the session ends with, once one of its tasks has ended."""
+        done, _ = await asyncio.wait((receiver, sender, going_away), return_when=asyncio.FIRST_COMPLETED)
+        if receiver in done and going_away not in done:
+            receiver.result()  # a client disconnect ends the session here
+            if self.state is not SessionState.CLOSING:
+                return None
+            done, _ = await asyncio.wait((sender, going_away), return_when=asyncio.FIRST_COMPLETED)
+        if going_away in done:
+            return 1001
+        if sender.cancelled() or sender.exception() is None:
+            return 1000
+        if isinstance(sender.exception(), WebSocketDisconnect):
+            return None
+        log.error("the session's sender failed; closing the session", exc_info=sender.exception())
+        return 1011
 
     # --- receiving ---------------------------------------------------------------------
 
@@ -86,56 +136,71 @@ class BidiSession:
             await self._handle(message)
 
     async def _receive_or_idle(self) -> str | bytes | None:
-        """The next client payload; None once the session has been idle too long."""
+        """The next client payload; None once the session has been idle too long.
+
+        Idle means no message received and no frame sent for ``idle_timeout_s``, and nothing
+        accepted left to send: a slow reader still taking its audio is not idle.
+        """
+        idle_timeout_s = self.service.settings.idle_timeout_s
         while True:
+            remaining = self._last_activity + idle_timeout_s - time.monotonic()
+            if remaining <= 0:
+                if self.idle:
+                    self.state = SessionState.CLOSING
+                    await self._outbox.put(_CLOSE)
+                    return None
+                remaining = idle_timeout_s
             try:
-                async with asyncio.timeout(self.service.settings.idle_timeout_s):
+                async with asyncio.timeout(remaining):
                     message = await self.websocket.receive()
             except TimeoutError:
-                if self._busy():
-                    continue
-                self.state = SessionState.CLOSING
-                self._outbox.put_nowait(_CLOSE)
-                return None
+                continue
+            self._last_activity = time.monotonic()
             if message["type"] == "websocket.disconnect":
                 raise WebSocketDisconnect(message.get("code", 1000))
             if message.get("text") is not None:
                 return message["text"]
             return message.get("bytes") or b""
 
-    def _busy(self) -> bool:
-        return any(not a.job.finished for a in self._accepted) or not self._outbox.empty()
-
     async def _handle(self, payload: str | bytes) -> None:
         try:
             message = parse_client_message(payload)
         except ProtocolError as error:
-            self._reject(error.code, error.message, error.request_id)
+            await self._reject(error.code, error.message, error.request_id)
             return
         if isinstance(message, CloseRequest):
             self.state = SessionState.CLOSING
-            self._outbox.put_nowait(_CLOSE)
+            await self._outbox.put(_CLOSE)
         elif isinstance(message, CancelRequest):
             self._cancel(message.request_id)
         else:
-            self._accept(message.ensure_request_id())
+            await self._accept(message.ensure_request_id())
 
-    def _accept(self, request: SynthesizeRequest) -> None:
+    async def _accept(self, request: SynthesizeRequest) -> None:
+        limit = self.service.settings.max_session_requests
+        if len(self._accepted) >= limit:
+            await self._reject(
+                ErrorCode.BUSY,
+                f"This session already has {limit} requests waiting to be sent; read their audio first.",
+                request.request_id,
+            )
+            return
         try:
             job = self.service.start(
                 request.text, request.voice, request.speed, request.request_timestamp,
                 self.listener, request.request_id or "", route="websocket",
             )
         except RequestRejected as rejected:
-            self._reject(rejected.code, rejected.message, request.request_id)
+            await self._reject(rejected.code, rejected.message, request.request_id)
             return
         accepted = _Accepted(request, job)
         self._accepted.append(accepted)
-        self._outbox.put_nowait(accepted)
+        await self._outbox.put(accepted)
 
-    def _reject(self, code: ErrorCode | str, message: str, request_id: str | None) -> None:
+    async def _reject(self, code: ErrorCode | str, message: str, request_id: str | None) -> None:
+        """Answer with an error frame; waits while the outbox is full (the client is not reading)."""
         self.service.metrics.errors.labels(code=str(code)).inc()
-        self._outbox.put_nowait(ErrorFrame(request_id=request_id, code=str(code), message=message))
+        await self._outbox.put(ErrorFrame(request_id=request_id, code=str(code), message=message))
 
     def _cancel(self, request_id: str | None) -> None:
         for accepted in self._accepted:
@@ -154,48 +219,77 @@ class BidiSession:
             item = await self._outbox.get()
             if item is _CLOSE:
                 return
-            if isinstance(item, ErrorFrame):
-                await self.websocket.send_text(item.to_json())
-            else:
-                assert isinstance(item, _Accepted)
-                await self._send_request(item)
-                self._accepted.remove(item)
+            self._sending = True
+            try:
+                if isinstance(item, ErrorFrame):
+                    await self._send(item.to_json())
+                else:
+                    assert isinstance(item, _Accepted)
+                    await self._send_request(item)
+            finally:
+                self._sending = False
+                if isinstance(item, _Accepted):
+                    with contextlib.suppress(ValueError):  # already dropped by _cancel_all
+                        self._accepted.remove(item)
+
+    async def _send(self, frame: str | bytes) -> None:
+        if isinstance(frame, bytes):
+            await self.websocket.send_bytes(frame)
+        else:
+            await self.websocket.send_text(frame)
+        self._last_activity = time.monotonic()
 
     async def _send_request(self, accepted: _Accepted) -> None:
-        request, job = accepted.request, accepted.job
-        rid = request.request_id or ""
-        if accepted.cancelled:
-            await self.websocket.send_text(SynthesisCancelled(request_id=rid).to_json())
-            return
-        stream = self.service.stream(job, request.format, request.sample_rate, route="websocket")
+        """One request's frames; any failure but a lost socket becomes its ``internal`` frame."""
+        rid = accepted.request.request_id or ""
         try:
-            await self.websocket.send_text(stream.start_frame(rid).to_json())
-            async for audio in stream:
-                if accepted.cancelled:
-                    break
-                await self.websocket.send_bytes(audio)
-        except SynthesisFailed as failure:
-            self.service.metrics.errors.labels(code=ErrorCode.INTERNAL.value).inc()
-            frame = ErrorFrame(request_id=rid, code=ErrorCode.INTERNAL, message=str(failure))
-            await self.websocket.send_text(frame.to_json())
-            return
-        if accepted.cancelled or stream.result is None:
-            await self.websocket.send_text(SynthesisCancelled(request_id=rid).to_json())
+            final = await self._speak(accepted, rid)
+        except WebSocketDisconnect:
+            raise
+        except SynthesisFailed as failure:  # logged where it happened
+            message = str(failure)
+        except Exception:
+            log.exception("sending a request failed", extra={"request_id": rid})
+            message = "Synthesis failed for this request."
         else:
-            await self.websocket.send_text(stream.result.complete_frame(rid).to_json())
+            await self._send(final.to_json())
+            return
+        accepted.job.cancel()
+        self.service.metrics.errors.labels(code=ErrorCode.INTERNAL.value).inc()
+        await self._send(ErrorFrame(request_id=rid, code=ErrorCode.INTERNAL, message=message).to_json())
+
+    async def _speak(self, accepted: _Accepted, rid: str) -> SynthesisComplete | SynthesisCancelled:
+        """Send the start frame and the audio; return the frame that ends the request."""
+        if accepted.cancelled:
+            return SynthesisCancelled(request_id=rid)
+        request = accepted.request
+        stream = self.service.stream(accepted.job, request.format, request.sample_rate, route="websocket")
+        await self._send(stream.start_frame(rid).to_json())
+        async for audio in stream:
+            if accepted.cancelled:
+                break
+            await self._send(audio)
+        if accepted.cancelled or stream.result is None:
+            return SynthesisCancelled(request_id=rid)
+        return stream.result.complete_frame(rid)
 
 
 async def serve_session(websocket: WebSocket, service: SpeechService) -> None:
-    """Serve an accepted WebSocket, or refuse it with ``busy`` beyond ``--max-sessions``."""
-    if not service.admit_session():
-        busy = ErrorFrame(code=ErrorCode.BUSY, message="The server has too many open sessions; try again shortly.")
+    """Serve an accepted WebSocket, or refuse it with ``busy`` beyond ``--max-sessions`` or
+    while the server drains for shutdown."""
+    if service.draining or not service.admit_session():
+        why = "is shutting down" if service.draining else "has too many open sessions"
+        busy = ErrorFrame(code=ErrorCode.BUSY, message=f"The server {why}; try again shortly.")
         service.metrics.errors.labels(code=ErrorCode.BUSY.value).inc()
         with contextlib.suppress(Exception):
             await websocket.send_text(busy.to_json())
-            await websocket.close(code=1013)
+            await websocket.close(code=1001 if service.draining else 1013)
         return
     started = time.monotonic()
+    session = BidiSession(websocket, service)
+    service.sessions.add(session)
     try:
-        await BidiSession(websocket, service).run()
+        await session.run()
     finally:
+        service.sessions.discard(session)
         service.release_session(time.monotonic() - started)

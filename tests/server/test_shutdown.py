@@ -1,0 +1,77 @@
+"""SIGTERM drains a real `voicestream serve` process: the request being spoken finishes, new
+work is refused, /ping says 503, sessions close with 1001, the process exits."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from tests.server.wire import WirePeer
+from websockets.exceptions import ConnectionClosed
+
+from voicestream.server import free_port
+
+SPOKEN = " ".join(f"Sentence {n} is spoken while the server shuts down." for n in range(1, 9))
+
+
+@pytest.fixture
+def server_process(engine) -> Iterator[tuple[subprocess.Popen, str]]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "voicestream.cli", "serve", "--port", str(port), "--grace-s", "20",
+         "--model-dir", str(engine.files.model_path.parent), "--log-level", "warning"],
+        env={**os.environ, "VOICESTREAM_OFFLINE": "1"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/ping", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None, "the server exited while starting"
+            time.sleep(0.2)
+        yield process, url
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+
+
+async def test_sigterm_lets_the_request_being_spoken_finish(server_process) -> None:
+    process, url = server_process
+    speaking = await WirePeer.open(url)
+    await speaking.send({"text": SPOKEN, "request_id": "inflight"})
+    start = await speaking.ws.recv()
+    assert "synthesis_start" in start
+    while not isinstance(await speaking.ws.recv(), bytes):
+        pass
+    process.send_signal(signal.SIGTERM)
+    await asyncio.sleep(0.3)
+
+    async with httpx.AsyncClient() as client:
+        ping = await client.get(f"{url}/ping")
+    assert ping.status_code == 503 and ping.json()["status"] == "draining"
+    await speaking.send({"text": "Too late.", "request_id": "late"})
+    newcomer = await WirePeer.open(url)
+    refused = await newcomer.answer(timeout=10)
+    assert refused.last["code"] == "busy"
+
+    finished = await speaking.answer(timeout=60)
+    assert finished.last["type"] == "synthesis_complete" and finished.last["request_id"] == "inflight"
+    assert finished.last["total_duration_s"] > 15  # all of it, not cut mid-sentence
+    late = await speaking.answer(timeout=10)
+    assert late.last["code"] == "busy" and late.last["request_id"] == "late"
+    with pytest.raises(ConnectionClosed) as closed:
+        await asyncio.wait_for(speaking.ws.recv(), 30)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+    assert await asyncio.to_thread(process.wait, 30) is not None

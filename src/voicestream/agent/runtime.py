@@ -218,6 +218,7 @@ async def run(
 
     `limits` gives the answer's deadline and how long the speech server may stay silent.
     """
+    limits = limits or AnswerLimits()
     answer = _Answer(request, request_id or new_request_id())
     yield answer.event(AgentStart, mode=request.mode)
     connecting = asyncio.create_task(connect_speech(speech_url, request), name="speech-connect")
@@ -230,7 +231,6 @@ async def run(
             _audio_task(answer, connecting, limits.speech_timeout_s), name="agent-audio"
         ),
     ]
-    limits = limits or AnswerLimits()
     deadline = asyncio.get_running_loop().time() + limits.answer_timeout_s
     try:
         finished: set[str] = set()

@@ -10,8 +10,7 @@ class ErrorCode(StrEnum):
 
     The first eleven are the speech server's codes of PROTOCOL.md 1.1; then the speech
     server's extensions (languages and voice blends; bodies over the size limit); the rest
-    are documented extensions the
-    agent runtime sends in its `error` events.
+    are documented extensions the agent runtime sends in its `error` events.
     """
 
     INVALID_JSON = "invalid_json"

@@ -36,10 +36,10 @@ class FaultyEngine:
             raise RuntimeError("injected fault: planning failed")
         return self._engine.plan(text)
 
-    def render(self, piece: Piece, voice: str, speed: float) -> np.ndarray:
+    def render(self, piece: Piece, voice: str, speed: float, *args: Any) -> np.ndarray:
         if RENDER_FAULT in piece.text:
             raise RuntimeError("injected fault: the model run failed")
-        return self._engine.render(piece, voice, speed)
+        return self._engine.render(piece, voice, speed, *args)
 
 
 class FinishFailsEncoder:

@@ -61,6 +61,7 @@ def test_agent_dry_run_lists_the_runtime_and_its_role() -> None:
         ("speech", ["deploy", "kokoro-82m", "--instance-type", "g5.xlarge", "--dry-run"], "not a SageMaker type"),
         ("speech", ["deploy", "kokoro-82m", "--min-instances", "5", "--dry-run"], "--min-instances <= --max-instances"),
         ("speech", ["deploy", "kokoro-82m", "--model-variant", "int4", "--dry-run"], "fp32 or fp16"),
+        ("speech", ["deploy", "kokoro-82m", "--instance-type", "ml.c7i.metal", "--dry-run"], "pass --target-sessions"),
         ("agent", ["deploy", "--bedrock-model-id", "no spaces please", "--dry-run"], "not a Bedrock model"),
     ],
 )

@@ -158,8 +158,11 @@ def test_autoscaling_target_and_both_policies(app: Synthesized) -> None:
 
 
 def test_default_targets_follow_the_instance() -> None:
-    assert default_target_sessions("ml.c7i.xlarge") < default_target_sessions("ml.c7i.4xlarge")
-    assert default_target_sessions("ml.c7i.large") >= 1
+    """Half of vCPUs / RTF on CPU instances (docs/DEPLOY.md, "Scaling"); a fixed guess on GPUs."""
+    assert [default_target_sessions(f"ml.c7i.{size}") for size in ("large", "xlarge", "2xlarge", "12xlarge")] == [
+        1, 3, 7, 45,
+    ]
+    assert default_target_sessions("ml.g6.12xlarge") == default_target_sessions("ml.g5.xlarge") == 8
 
 
 def test_weights_bucket_is_encrypted_private_ssl_only_and_retained(app: Synthesized) -> None:

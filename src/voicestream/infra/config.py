@@ -27,7 +27,6 @@ GPU_FAMILIES = ("g4dn", "g5", "g6", "g6e", "p3", "p4d", "p5")
 GPU_AMI_VERSION = "al2023-ami-sagemaker-inference-gpu-4-1"
 """NVIDIA driver 580 (CUDA 13.0): what the image's onnxruntime-gpu needs, without forward
 compatibility. SageMaker's default GPU host runs driver 470 on g4dn/g5/p4d, which CUDA 13 cannot use."""
-VCPUS_BY_SIZE = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
 
 MEASURED_RTF_PER_CORE = 0.53
 """Kokoro-82M int8 on one CPU core: synthesis time / audio time (docs/BENCHMARKS.md, bench rtf)."""
@@ -71,8 +70,18 @@ def default_target_sessions(instance_type: str) -> int:
     """
     if image_flavor(instance_type) == "cuda":
         return GPU_TARGET_SESSIONS
-    vcpus = VCPUS_BY_SIZE.get(instance_type.rsplit(".", 1)[1], 4)
-    return max(1, int(vcpus / MEASURED_RTF_PER_CORE * TARGET_UTILIZATION))
+    return max(1, int(vcpus(instance_type) / MEASURED_RTF_PER_CORE * TARGET_UTILIZATION))
+
+
+def vcpus(instance_type: str) -> int:
+    """vCPUs of a current-generation size: large 2, xlarge 4, Nxlarge 4N (medium 1)."""
+    size = instance_type.rsplit(".", 1)[1]
+    if size in {"medium", "large"}:
+        return {"medium": 1, "large": 2}[size]
+    match = re.fullmatch(r"(\d*)xlarge", size)
+    if not match:
+        raise ConfigError(f"cannot tell the vCPUs of {instance_type}: pass --target-sessions")
+    return 4 * int(match.group(1) or 1)
 
 
 @dataclass(frozen=True)
@@ -98,7 +107,9 @@ class SpeechDeployment:
             raise ConfigError(
                 f"need 1 <= --min-instances <= --max-instances, got {self.min_instances} and {self.max_instances}"
             )
-        if self.target_sessions is not None and self.target_sessions < 1:
+        if self.target_sessions is None:
+            default_target_sessions(self.instance_type)
+        elif self.target_sessions < 1:
             raise ConfigError("--target-sessions must be at least 1")
         if self.image_uri is not None:
             repository_name(self.image_uri)

@@ -31,6 +31,7 @@ from voicestream.bench.wer import word_error_rate
 from voicestream.client import AsyncAgentClient
 from voicestream.engine import KokoroEngine
 from voicestream.server import running_server
+from voicestream.text import IncrementalSentenceChunker
 
 LLM_SEED = 7
 """Any fixed seed: the same prompt gets the same answer in both chunking modes."""
@@ -96,10 +97,11 @@ class E2EReport:
 
 
 def _comparison_row(c: ModeComparison) -> list[object]:
-    first_sentence = c.sentence.text.split(".")[0] if c.sentence.text else ""
+    chunker = IncrementalSentenceChunker()
+    sentences = [*chunker.feed(c.sentence.text), chunker.flush() or ""]
     return [
         c.prompt[:48],
-        len(first_sentence.split()),
+        len(sentences[0].split()),
         _or_dash(c.sentence.first_audio_ms),
         _or_dash(c.latency.first_audio_ms),
         _or_dash(c.ratio),

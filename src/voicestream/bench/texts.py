@@ -1,6 +1,8 @@
 """The inputs every measurement uses, so that docs/BENCHMARKS.md and the tests speak of the same texts."""
 
 FIRST_SENTENCE = "Voice agents should start speaking as soon as they can."
+ONE_SENTENCE = "The meeting has moved to Thursday afternoon, so please bring the quarterly figures."
+"""One sentence, about as long as the 77 characters that kokoro-onnx was first measured with."""
 BLOCK = (  # 4 sentences, 267 characters, like the reference's measured block
     "Voice agents should start speaking as soon as they can. Waiting for the whole paragraph "
     "wastes seconds that the listener notices at once. Streaming each sentence keeps the "
@@ -32,11 +34,12 @@ MONOLOGUE = " ".join(
 AGENT_PROMPT = "Explain how a rainbow forms."
 """The prompt of ``voicestream bench e2e``'s modes: the local LLM answers it in several sentences."""
 LONG_OPENING_PROMPTS = (
-    "Describe the water cycle.",
-    "Explain how a rainbow forms.",
-    "Why do leaves change colour in autumn?",
-    "Explain what photosynthesis is.",
-    "Describe how a bicycle works.",
+    "What is a black hole?",
+    "How do airplanes fly?",
+    "How does the internet work?",
+    "Explain how vaccines work.",
+    "What is machine learning?",
+    "How do volcanoes erupt?",
 )
-"""Prompts the local LLM answers with a long opening sentence (latency mode against sentence
-mode in ``voicestream bench e2e``)."""
+"""Prompts the local LLM (seeded as in ``voicestream bench e2e``) answers with an opening
+sentence of 17 to 25 words: latency mode against sentence mode."""

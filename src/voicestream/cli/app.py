@@ -228,6 +228,14 @@ def bench_server(trials: Trials = 5, model_dir: ModelDir = None, device: Device 
     typer.echo(measure_server(engine, trials))
 
 
+@bench_app.command("library")
+def bench_library(trials: Trials = 5, model_dir: ModelDir = None) -> None:
+    """First audio of an idle voicestream server against kokoro-onnx's create_stream, same model and voice."""
+    from voicestream.bench.library import measure_library
+
+    typer.echo(measure_library(load_engine(model_dir), trials))
+
+
 @bench_app.command("e2e")
 def bench_e2e(
     trials: Trials = 2,

@@ -166,6 +166,10 @@ class KokoroEngine:
     def voices(self) -> list[str]:
         return self._voices.names
 
+    def voice_pack(self, voice: str) -> np.ndarray:
+        """The voice's style pack, (510, 1, 256) float32: what other Kokoro runtimes load."""
+        return self._voices.pack(voice)
+
     def check(self, text: str, voice: str, speed: float) -> None:
         """Raise the typed error for the first thing wrong with a request, before any work starts."""
         if not text or not text.strip():

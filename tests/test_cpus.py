@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from voicestream.cpus import CpuUse, available_cpus, cgroup_cpu_quota
+from voicestream.cpus import CpuUse, available_cpus, cgroup_cpu_quota, lower_thread_priority
 
 AFFINITY = len(os.sched_getaffinity(0))
 
@@ -102,3 +102,18 @@ def test_holding_is_released_on_error_and_across_threads() -> None:
     for thread in threads:
         thread.join()
     assert use.held == 0 and 1 <= max(peak) <= 4
+
+
+def test_lower_thread_priority_changes_only_the_calling_thread() -> None:
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen: list[int] = []
+
+    def worker() -> None:
+        lower_thread_priority(5)
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen == [min(base + 5, 19)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base

@@ -12,6 +12,7 @@ chunk every core that nothing else holds, and steady work one core per run.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -81,6 +82,14 @@ def _quota_in(path: Path) -> float | None:
     except (OSError, ValueError, ZeroDivisionError):
         return None
     return None
+
+
+def lower_thread_priority(niceness: int) -> None:
+    """Raise the calling thread's nice value by `niceness` (Linux threads each have one), so
+    that it yields the CPU to more urgent threads; a no-op where the OS does not allow it."""
+    with contextlib.suppress(AttributeError, OSError):
+        thread = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread, os.getpriority(os.PRIO_PROCESS, thread) + niceness)
 
 
 class CpuUse:

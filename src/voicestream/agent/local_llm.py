@@ -24,7 +24,7 @@ from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
-from voicestream.cpus import CPU_USE, available_cpus
+from voicestream.cpus import CPU_USE, available_cpus, lower_thread_priority
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -34,6 +34,12 @@ DEFAULT_LOCAL_THREADS = 2 if available_cpus() > 2 else 1
 """Two threads, or one on a machine of one or two available cores. llama.cpp's threads wait for each
 other by spinning, so two of them beside the speech engine on two cores starve both: measured
 here, a first sentence took 5 to 80 s to be written and spoken instead of 5 to 12 s."""
+
+
+GENERATION_NICENESS = 5
+"""The generation thread runs at nice +5: on a few shared cores it yields to a speech
+server's first-audio runs (nice 0) in the same machine, and still goes before the server's
+steady runs (nice +10), so the first chunk of an answer never waits behind the rest of it."""
 
 
 class LocalModelError(RuntimeError):
@@ -157,6 +163,7 @@ class LocalLlamaModel(Model):
                 stop.set()
 
         def generate() -> None:
+            lower_thread_priority(GENERATION_NICENESS)
             try:
                 with self._generate_lock, CPU_USE.holding(self.config["n_threads"]):
                     if stop.is_set():

@@ -38,11 +38,8 @@ and :attr:`SynthesisScheduler.healthy` turns false (``/ping`` answers 503) if it
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
-import os
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -51,7 +48,7 @@ from enum import Enum
 
 import numpy as np
 
-from voicestream.cpus import CPU_USE
+from voicestream.cpus import CPU_USE, lower_thread_priority
 from voicestream.engine import KokoroEngine, Piece
 
 log = logging.getLogger(__name__)
@@ -156,8 +153,7 @@ STEADY_NICENESS = 10
 
 def _lower_priority() -> None:
     """Executor initializer: make this worker thread yield the CPU to first-audio work."""
-    with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), STEADY_NICENESS)
+    lower_thread_priority(STEADY_NICENESS)
 
 
 class SynthesisScheduler:

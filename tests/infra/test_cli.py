@@ -139,6 +139,8 @@ def test_deploy_and_destroy_run_the_cdk_cli_on_the_assembly(
     assembly = no_aws / "cdk.out" / "agent"
     for args, command in (
         (["deploy", "--bedrock-model-id", "amazon.nova-lite-v1:0"], "deploy VoicestreamAgent"),
+        (["deploy", "--bedrock-model-id", "amazon.nova-lite-v1:0", "--yes"],
+         "deploy VoicestreamAgent --require-approval never"),
         (["destroy"], "destroy --force VoicestreamAgent"),
     ):
         result = runner.invoke(infra_cli.agent_infra, args)

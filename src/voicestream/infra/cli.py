@@ -52,6 +52,10 @@ DryRun = Annotated[
 ImageUri = Annotated[
     str | None, typer.Option("--image-uri", help="An ECR image to run instead of building the Dockerfile.")
 ]
+Yes = Annotated[
+    bool,
+    typer.Option("--yes", help="Do not ask before IAM or security-group changes (`cdk deploy --require-approval never`)."),
+]
 Region = Annotated[str | None, typer.Option("--region", help="AWS region (default: your AWS configuration's).")]
 DEFAULT_SPEECH_ENDPOINT = endpoint_name(SPEECH_MODELS[0])
 DESTROY_ONLY_MODEL_ID = "destroy-only"
@@ -83,6 +87,11 @@ def _synth_and_run(build: Callable[[str], cdk.App], name: str, dry_run: bool, cd
     status = run_cdk(cdk, [*cdk_args, "--app", str(outdir)], repo)
     if status:
         raise typer.Exit(status)
+
+
+def _approval(yes: bool) -> list[str]:
+    """The CDK CLI asks before widening permissions; --yes is for scripts without a terminal."""
+    return ["--require-approval", "never"] if yes else []
 
 
 def _synthesize_or_exit(build: Callable[[str], cdk.App], outdir: Path) -> list[Resource]:
@@ -134,6 +143,7 @@ def deploy(
         typer.Option("--model-variant", help="fp32 or fp16: upload that variant and mount it at /opt/ml/model (default: the image's int8)."),
     ] = None,
     dry_run: DryRun = False,
+    yes: Yes = False,
 ) -> None:
     """Deploy MODEL as a SageMaker real-time endpoint with bidirectional streaming and autoscaling."""
     if model_variant not in (None, "fp32", "fp16"):
@@ -157,7 +167,7 @@ def deploy(
         f"instances, scale out at {deployment.scale_out_target} concurrent requests per instance",
         err=True,
     )
-    _synth_and_run(build, "speech", dry_run, ["deploy", "--all"])
+    _synth_and_run(build, "speech", dry_run, ["deploy", "--all", *_approval(yes)])
 
 
 @speech_infra.command()
@@ -246,6 +256,7 @@ def agent_deploy(
     ] = DEFAULT_SPEECH_ENDPOINT,
     image_uri: ImageUri = None,
     dry_run: DryRun = False,
+    yes: Yes = False,
 ) -> None:
     """Deploy the agent as an AgentCore runtime from its slim arm64 image."""
     try:
@@ -258,7 +269,7 @@ def agent_deploy(
 
         return agent_app(deployment, outdir)
 
-    _synth_and_run(build, "agent", dry_run, ["deploy", AGENT_STACK])
+    _synth_and_run(build, "agent", dry_run, ["deploy", AGENT_STACK, *_approval(yes)])
 
 
 @agent_infra.command("destroy")

@@ -236,6 +236,30 @@ def bench_library(trials: Trials = 5, model_dir: ModelDir = None) -> None:
     typer.echo(measure_library(load_engine(model_dir), trials))
 
 
+@bench_app.command("chaos")
+def bench_chaos(
+    sessions: Annotated[int, typer.Option(min=1, help="Concurrent sessions of the soak.")] = 32,
+    duration: Annotated[float, typer.Option(min=1, help="Seconds the soak lasts.")] = 120.0,
+    fuzz_sessions: Annotated[int, typer.Option("--fuzz-sessions", min=1, help="Concurrent fuzzed sessions.")] = 8,
+    fuzz_messages: Annotated[int, typer.Option("--fuzz-messages", min=1, help="Messages per fuzzed session.")] = 60,
+    seed: Annotated[int, typer.Option(help="Seed of the fuzzed messages.")] = 1,
+    json_file: Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON.")] = None,
+    model_dir: ModelDir = None,
+) -> None:
+    """Fuzz, faults and a soak against a `voicestream serve` process on 127.0.0.1, then SIGTERM."""
+    import asyncio
+    import json
+
+    from voicestream.bench.chaos import run_chaos
+
+    serve_args = ["--model-dir", str(model_dir)] if model_dir else []
+    stderr.print(f"Fuzz ({fuzz_sessions} sessions), faults, then a {duration:g} s soak of {sessions} sessions...")
+    result = asyncio.run(run_chaos(sessions, duration, fuzz_sessions, fuzz_messages, seed, serve_args))
+    typer.echo(result.tables())
+    if json_file:
+        json_file.write_text(json.dumps(result.as_json(), indent=1))
+
+
 @bench_app.command("e2e")
 def bench_e2e(
     trials: Trials = 2,

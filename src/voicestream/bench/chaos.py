@@ -1,0 +1,374 @@
+"""Chaos against a real speech server: fuzzed sessions, faults and a soak (docs/RELIABILITY.md).
+
+The tests run these in a reduced form (seconds); `voicestream bench chaos` runs them in full
+against a `voicestream serve` process, whose memory and open files it samples from /proc.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+SESSION_PATH = "/invocations-bidirectional-stream"
+SHORT_TEXTS = ("Hello there.", "Fine, thanks.", "One more sentence.", "Yes.", "See you soon.")
+AUDIO = "audio"
+"""What a valid probe expects: `synthesis_start`, audio, `synthesis_complete`."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One client message and the answer it must get: `AUDIO` or an error code."""
+
+    payload: str | bytes
+    expect: str
+
+
+def valid_probe(request_id: str, text: str) -> Probe:
+    return Probe(json.dumps({"text": text, "request_id": request_id}), AUDIO)
+
+
+def random_bad_probe(rng: random.Random) -> Probe:
+    """One malformed message of a random kind, with the code the protocol gives it."""
+    kind = rng.randrange(7)
+    if kind == 0:  # binary noise that is not UTF-8
+        return Probe(b"\xff" + rng.randbytes(rng.randrange(0, 64)), "invalid_json")
+    if kind == 1:
+        return Probe("{" + "".join(rng.choice("abc:,\"'[") for _ in range(rng.randrange(1, 40))), "invalid_json")
+    if kind == 2:  # JSON, but not an object
+        return Probe(json.dumps(rng.choice([[1, 2], 3, "text", None, 1.5])), "invalid_message")
+    if kind == 3:  # wrong types
+        return Probe(json.dumps({"text": rng.choice([1, [1], {"a": 1}, True])}), "invalid_message")
+    if kind == 4:
+        return Probe(json.dumps({"text": "word " * rng.randrange(4001, 6000)}), "text_too_long")
+    if kind == 5:
+        return Probe(json.dumps({"text": " " * rng.randrange(0, 9)}), "text_required")
+    return Probe(json.dumps({"text": "Hi.", "speed": rng.choice([0, 9, -1, 100])}), "invalid_speed")
+
+
+def fuzz_probes(rng: random.Random, count: int, valid_share: float, prefix: str) -> list[Probe]:
+    return [
+        valid_probe(f"{prefix}-{index}", rng.choice(SHORT_TEXTS))
+        if rng.random() < valid_share
+        else random_bad_probe(rng)
+        for index in range(count)
+    ]
+
+
+@dataclass
+class SessionReport:
+    """What one session sent and got back."""
+
+    valid_sent: int = 0
+    completed: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    mismatches: list[str] = field(default_factory=list)
+
+
+def session_url(base_url: str) -> str:
+    return base_url.replace("http://", "ws://") + SESSION_PATH
+
+
+async def run_probes(base_url: str, probes: list[Probe], timeout_s: float = 120.0) -> SessionReport:
+    """Send `probes` on one session while reading its answers; check each answer in order."""
+    report = SessionReport(valid_sent=sum(p.expect == AUDIO for p in probes))
+    async with asyncio.timeout(timeout_s), connect(session_url(base_url), max_size=None) as ws:
+        sending = asyncio.create_task(_send_all(ws, probes))
+        try:
+            for index, probe in enumerate(probes):
+                kinds, audio, last = await _answer(ws)
+                if last["type"] == "error":
+                    report.errors[last["code"]] += 1
+                got = AUDIO if kinds == ["synthesis_start", "synthesis_complete"] and audio else last.get("code")
+                if probe.expect == AUDIO and got == AUDIO and last["audio_bytes"] == audio:
+                    report.completed += 1
+                elif got != probe.expect:
+                    report.mismatches.append(f"message {index}: expected {probe.expect}, got {kinds} {last}")
+        finally:
+            await sending
+    return report
+
+
+async def _send_all(ws: ClientConnection, probes: list[Probe]) -> None:
+    for probe in probes:
+        await ws.send(probe.payload)
+
+
+async def _answer(ws: ClientConnection) -> tuple[list[str], int, dict]:
+    """One request's frames: their types, the audio bytes, the final frame."""
+    kinds: list[str] = []
+    audio = 0
+    while True:
+        frame = await ws.recv()
+        if isinstance(frame, bytes):
+            audio += len(frame)
+            continue
+        data = json.loads(frame)
+        kinds.append(data["type"])
+        if data["type"] in ("synthesis_complete", "error", "synthesis_cancelled"):
+            return kinds, audio, data
+
+
+async def fuzz(base_url: str, sessions: int, messages: int, seed: int) -> list[SessionReport]:
+    """`sessions` concurrent sessions, each sending `messages` fuzzed messages (a third valid)."""
+    rng = random.Random(seed)
+    plans = [fuzz_probes(rng, messages, 1 / 3, f"s{index}") for index in range(sessions)]
+    return list(await asyncio.gather(*(run_probes(base_url, plan) for plan in plans)))
+
+
+# --- soak ------------------------------------------------------------------------------------
+
+
+@dataclass
+class SoakReport:
+    sessions: int
+    duration_s: float
+    requests: int = 0
+    first_audio_s: list[float] = field(default_factory=list)
+    busy: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    samples: list[tuple[float, int, int]] = field(default_factory=list)
+    """(seconds since start, resident memory in kB, open file descriptors) of the server."""
+
+    def percentile(self, share: float) -> float:
+        ordered = sorted(self.first_audio_s)
+        return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
+
+    def window(self, first: bool, seconds: float = 30.0) -> tuple[float, float]:
+        """Mean memory (MB) and open files over the first or the last `seconds`."""
+        end = self.samples[-1][0] if self.samples else 0.0
+        chosen = [s for s in self.samples if (s[0] <= seconds if first else s[0] >= end - seconds)]
+        if not chosen:
+            return float("nan"), float("nan")
+        return statistics.fmean(s[1] for s in chosen) / 1024, statistics.fmean(s[2] for s in chosen)
+
+
+def process_usage(pid: int) -> tuple[int, int]:
+    """Resident memory (kB) and open file descriptors of process `pid`, from /proc."""
+    with open(f"/proc/{pid}/status") as status:
+        rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+async def soak(base_url: str, sessions: int, duration_s: float, server_pid: int) -> SoakReport:
+    """`sessions` sessions each speaking short sentences back to back for `duration_s`."""
+    report = SoakReport(sessions, duration_s)
+    started = time.monotonic()
+    deadline = started + duration_s
+
+    async def speaker(index: int) -> None:
+        rng = random.Random(index)
+        try:
+            async with connect(session_url(base_url), max_size=None) as ws:
+                while time.monotonic() < deadline:
+                    sent = time.monotonic()
+                    await ws.send(json.dumps({"text": rng.choice(SHORT_TEXTS), "request_id": f"{index}"}))
+                    first = await ws.recv()  # synthesis_start, or an error
+                    if isinstance(first, str) and json.loads(first)["type"] == "error":
+                        code = json.loads(first)["code"]
+                        report.busy += code == "busy"
+                        report.errors[code] += code != "busy"
+                        await asyncio.sleep(0.2)
+                        continue
+                    frame = await ws.recv()
+                    report.first_audio_s.append(time.monotonic() - sent)
+                    while not isinstance(frame, str):
+                        frame = await ws.recv()
+                    last = json.loads(frame)
+                    report.requests += last["type"] == "synthesis_complete"
+                    if last["type"] == "error":
+                        report.errors[last["code"]] += 1
+        except (ConnectionClosed, OSError) as error:
+            report.errors[f"session lost ({type(error).__name__})"] += 1
+
+    async def sampler() -> None:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, StopIteration):
+                rss, fds = process_usage(server_pid)
+                report.samples.append((time.monotonic() - started, rss, fds))
+            await asyncio.sleep(2.0)
+
+    await asyncio.gather(sampler(), *(speaker(index) for index in range(sessions)))
+    return report
+
+
+# --- the whole run: `voicestream bench chaos` ------------------------------------------------
+
+LONG_TEXT = " ".join(f"This is sentence number {n} of a long answer." for n in range(1, 30))
+
+
+async def _metric(base_url: str, name: str) -> float:
+    import httpx
+
+    async with httpx.AsyncClient() as client:
+        text = (await client.get(f"{base_url}/metrics")).text
+    return float(next(line for line in text.splitlines() if line.startswith(name + " ")).split()[1])
+
+
+async def _until_idle(base_url: str, timeout_s: float) -> float | None:
+    """Seconds until nothing is queued on the server, or None if it stays busy."""
+    started = time.monotonic()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            while await _metric(base_url, "voicestream_queue_depth") != 0:
+                await asyncio.sleep(0.1)
+            return time.monotonic() - started
+    return None
+
+
+async def fault_disconnect(base_url: str) -> str:
+    """A client that hangs up mid-stream: its work is dropped."""
+    async with connect(session_url(base_url), max_size=None) as ws:
+        await ws.send(json.dumps({"text": LONG_TEXT, "request_id": "gone"}))
+        while not isinstance(await ws.recv(), bytes):
+            pass
+        ws.transport.abort()
+    freed = await _until_idle(base_url, 20)
+    return "FAILED: work left queued" if freed is None else f"ok: queue empty {freed:.1f} s after the hang-up"
+
+
+async def fault_never_reads(base_url: str, server_pid: int, seconds: float = 15.0) -> str:
+    """Three long requests from a client that never reads: memory flat, others unaffected."""
+    import socket
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    host, port = base_url.removeprefix("http://").split(":")
+    await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
+    before = process_usage(server_pid)[0]
+    async with connect(session_url(base_url), sock=sock, max_size=None, max_queue=1, compression=None) as hog:
+        hog.transport.pause_reading()
+        for index in range(3):
+            await hog.send(json.dumps({"text": LONG_TEXT, "request_id": f"hog{index}"}))
+        await asyncio.sleep(seconds)
+        after = process_usage(server_pid)[0]
+        other = await run_probes(base_url, [valid_probe("other", "Other sessions still speak.")], 30)
+        hog.transport.abort()
+    grown = (after - before) / 1024
+    verdict = "ok" if other.completed == 1 and grown < 100 else "FAILED"
+    return f"{verdict}: server memory {grown:+.0f} MB over {seconds:g} s; another session completed: {other.completed}"
+
+
+async def fault_sigterm(base_url: str, process: asyncio.subprocess.Process) -> str:
+    """SIGTERM during synthesis: the request finishes, the session closes with 1001, exit."""
+    import signal
+
+    last: dict = {"type": "nothing"}
+    async with connect(session_url(base_url), max_size=None) as ws:
+        await ws.send(json.dumps({"text": SIGTERM_TEXT, "request_id": "inflight"}))
+        while not isinstance(await ws.recv(), bytes):
+            pass
+        process.send_signal(signal.SIGTERM)
+        with contextlib.suppress(ConnectionClosed):
+            _, _, last = await _answer(ws)
+            await asyncio.wait_for(ws.recv(), 60)
+        code = ws.close_code
+    exited = await asyncio.wait_for(process.wait(), 60)
+    ok = last["type"] == "synthesis_complete" and code == 1001
+    return f"{'ok' if ok else 'FAILED'}: in-flight request {last['type']}, close code {code}, exit status {exited}"
+
+
+SIGTERM_TEXT = "This request is being spoken when the server is told to stop. It still ends."
+
+
+@dataclass
+class ChaosResult:
+    fuzz: list[SessionReport]
+    faults: dict[str, str]
+    soak: SoakReport
+
+    def tables(self) -> str:
+        from voicestream.bench.table import markdown_table
+
+        errors: Counter[str] = Counter()
+        for report in self.fuzz:
+            errors.update(report.errors)
+        fuzz_rows = [[
+            len(self.fuzz),
+            sum(r.valid_sent for r in self.fuzz) + sum(errors.values()),
+            sum(r.valid_sent for r in self.fuzz),
+            sum(r.completed for r in self.fuzz),
+            ", ".join(f"{code} {count}" for code, count in sorted(errors.items())),
+            sum(len(r.mismatches) for r in self.fuzz),
+        ]]
+        soak = self.soak
+        first_mb, first_fds = soak.window(first=True)
+        last_mb, last_fds = soak.window(first=False)
+        soak_rows = [[
+            soak.sessions, f"{soak.duration_s:g}", soak.requests, soak.busy,
+            sum(soak.errors.values()), f"{soak.percentile(0.5) * 1000:.0f}", f"{soak.percentile(0.95) * 1000:.0f}",
+            f"{first_mb:.0f} -> {last_mb:.0f}", f"{first_fds:.0f} -> {last_fds:.0f}",
+        ]]
+        return "\n\n".join([
+            "Fuzz\n\n" + markdown_table(
+                ["sessions", "messages", "valid", "synthesis_complete", "errors by code", "wrong answers"], fuzz_rows
+            ),
+            "Faults\n\n" + markdown_table(["fault", "result"], list(self.faults.items())),
+            "Soak\n\n" + markdown_table(
+                ["sessions", "seconds", "requests", "busy", "other errors", "first audio p50 ms",
+                 "p95 ms", "memory MB (first 30 s -> last 30 s)", "open files"], soak_rows,
+            ) + ("" if not soak.errors else f"\n\nerrors: {dict(soak.errors)}"),
+        ])
+
+    def as_json(self) -> dict:
+        first_mb, first_fds = self.soak.window(first=True)
+        last_mb, last_fds = self.soak.window(first=False)
+        return {
+            "fuzz": [{"valid_sent": r.valid_sent, "completed": r.completed, "errors": dict(r.errors),
+                      "mismatches": r.mismatches} for r in self.fuzz],
+            "faults": self.faults,
+            "soak": {"sessions": self.soak.sessions, "duration_s": self.soak.duration_s,
+                     "requests": self.soak.requests, "busy": self.soak.busy, "errors": dict(self.soak.errors),
+                     "first_audio_p50_s": self.soak.percentile(0.5), "first_audio_p95_s": self.soak.percentile(0.95),
+                     "memory_mb": [first_mb, last_mb], "open_files": [first_fds, last_fds],
+                     "samples": self.soak.samples},
+        }
+
+
+async def run_chaos(
+    sessions: int, duration_s: float, fuzz_sessions: int, fuzz_messages: int, seed: int, serve_args: list[str]
+) -> ChaosResult:
+    """Start `voicestream serve` on 127.0.0.1, then fuzz it, soak it and hurt it; SIGTERM last."""
+    import sys
+
+    import httpx
+
+    from voicestream.asgi import free_port
+
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "voicestream.cli", "serve", "--port", str(port), "--log-level", "warning",
+        "--max-sessions", str(max(64, sessions + 8)), *serve_args,
+    )
+    try:
+        async with asyncio.timeout(180), httpx.AsyncClient() as client:
+            while True:
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get(f"{base_url}/ping")).status_code == 200:
+                        break
+                if process.returncode is not None:
+                    raise RuntimeError("the speech server exited while starting")
+                await asyncio.sleep(0.3)
+        fuzzed = await fuzz(base_url, fuzz_sessions, fuzz_messages, seed)
+        faults = {
+            "client disconnects mid-stream": await fault_disconnect(base_url),
+            "client never reads (3 long requests)": await fault_never_reads(base_url, process.pid),
+        }
+        soaked = await soak(base_url, sessions, duration_s, process.pid)
+        faults["SIGTERM during synthesis"] = await fault_sigterm(base_url, process)
+        return ChaosResult(fuzzed, faults, soaked)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

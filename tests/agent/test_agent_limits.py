@@ -1,0 +1,122 @@
+"""The agent stays finite: a cap on answers at once, a longest prompt, a deadline per answer,
+keep-alive comments on quiet streams, and a speech server that stalls or goes away."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from tests.agent.test_agent_app import post_events
+
+from voicestream.agent.app import AgentSettings, create_app, running_agent
+from voicestream.agent.runtime import AnswerLimits
+from voicestream.engine import KokoroEngine, Piece
+from voicestream.protocol import SSEDecoder
+from voicestream.server import ServerSettings, free_port, running_server
+
+STORY = "Tell me a very long story about a dragon, in many paragraphs."
+
+
+@pytest.fixture
+def limited_agent(speech_server: str, long_winded_llm) -> Iterator[str]:
+    limits = AnswerLimits(max_answers=1, max_prompt_chars=50, answer_timeout_s=3.0, keepalive_s=0.05)
+    app = create_app(AgentSettings(speech_url=speech_server, limits=limits), llm=long_winded_llm)
+    with running_agent(app) as url:
+        yield url
+
+
+async def test_answers_beyond_the_cap_are_busy_at_once_and_answers_end_by_their_deadline(
+    limited_agent: str,
+) -> None:
+    first = asyncio.create_task(post_events(limited_agent, {"prompt": "A long dragon story, please."}, 60))
+    await asyncio.sleep(1.0)
+    started = asyncio.get_running_loop().time()
+    refused = await post_events(limited_agent, {"prompt": "Me too."}, 10)
+    assert asyncio.get_running_loop().time() - started < 2
+    assert [e["type"] for e in refused] == ["error", "agent_end"] and refused[0]["code"] == "busy"
+
+    events = await first
+    assert events[-2]["type"] == "error" and events[-2]["code"] == "answer_timeout"
+    assert events[-1]["type"] == "agent_end" and events[-1]["t_ms"] < 8000
+
+
+async def test_a_prompt_over_the_limit_is_refused(limited_agent: str) -> None:
+    events = await post_events(limited_agent, {"prompt": "x" * 51}, 10)
+    assert [e["type"] for e in events] == ["error", "agent_end"]
+    assert events[0]["code"] == "text_too_long"
+
+
+async def test_quiet_streams_carry_keep_alive_comments(limited_agent: str) -> None:
+    """The local model takes well over 50 ms to its first token: comments fill the wait."""
+    raw = bytearray()
+    async with (
+        httpx.AsyncClient(timeout=30) as client,
+        client.stream("POST", f"{limited_agent}/invocations", json={"prompt": "Hi."}) as response,
+    ):
+        async for chunk in response.aiter_raw():
+            raw += chunk
+    assert b": keep-alive\n\n" in raw
+    events = [event.json() for event in SSEDecoder().feed(bytes(raw))]
+    assert events[0]["type"] == "agent_start" and events[-1]["type"] == "agent_end"
+
+
+class StallingEngine:
+    """The real engine, whose runs hang (like a wedged server) after the first few pieces."""
+
+    def __init__(self, engine: KokoroEngine, pieces: int) -> None:
+        self._engine = engine
+        self._left = pieces
+        self.release = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    def render(self, piece: Piece, voice: str, speed: float, *args: Any) -> np.ndarray:
+        self._left -= 1
+        if self._left < 0:
+            self.release.wait(60)
+        return self._engine.render(piece, voice, speed, *args)
+
+
+async def test_a_stalled_speech_server_ends_the_answer(engine, long_winded_llm) -> None:
+    stalling = StallingEngine(engine, pieces=2)
+    speech = ServerSettings(host="127.0.0.1", port=free_port())
+    limits = AnswerLimits(speech_timeout_s=2.0)
+    with running_server(stalling, speech) as speech_url:  # type: ignore[arg-type]
+        app = create_app(AgentSettings(speech_url=speech_url, limits=limits), llm=long_winded_llm)
+        try:
+            with running_agent(app) as url:
+                events = await post_events(url, {"prompt": STORY}, 60)
+        finally:
+            stalling.release.set()
+    assert [e["type"] for e in events][-2:] == ["error", "agent_end"]
+    assert events[-2]["code"] == "speech_unavailable" and "nothing for 2 s" in events[-2]["message"]
+
+
+async def test_speech_server_going_away_mid_answer(engine, long_winded_llm) -> None:
+    """The speech server stops (its sessions closed) after the first audio of an answer."""
+    speech = ServerSettings(host="127.0.0.1", port=free_port())
+    events: list[dict[str, Any]] = []
+    decoder = SSEDecoder()
+    with contextlib.ExitStack() as speech_server:
+        speech_url = speech_server.enter_context(running_server(engine, speech))
+        app = create_app(AgentSettings(speech_url=speech_url), llm=long_winded_llm)
+        with running_agent(app) as url:
+            async with (
+                asyncio.timeout(90),
+                httpx.AsyncClient(timeout=90) as client,
+                client.stream("POST", f"{url}/invocations", json={"prompt": STORY}) as response,
+            ):
+                async for chunk in response.aiter_raw():
+                    for event in decoder.feed(chunk):
+                        events.append(event.json())
+                        if events[-1]["type"] == "audio_chunk":
+                            await asyncio.to_thread(speech_server.close)
+    assert [e["type"] for e in events][-2:] == ["error", "agent_end"]
+    assert events[-2]["code"] == "speech_unavailable"

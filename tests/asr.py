@@ -1,4 +1,5 @@
-"""Speech recognition for quality checks: faster-whisper tiny.en, and word error rate."""
+"""Speech recognition for quality checks: the agent's Whisper (voice input), and word error
+rate."""
 
 from __future__ import annotations
 
@@ -7,17 +8,15 @@ from typing import Any
 
 import numpy as np
 
+from voicestream.agent import speech_input
 from voicestream.audio import pcm16_to_float, resample
 from voicestream.bench.wer import edit_distance
-
-WHISPER_RATE = 16_000
 
 
 def transcribe_samples(whisper: Any, samples: np.ndarray, rate: int) -> str:
     """What Whisper hears in float32 mono ``samples`` at ``rate``."""
-    audio = resample(samples.astype(np.float32), rate, WHISPER_RATE)
-    segments, _ = whisper.transcribe(audio, language="en", beam_size=1)
-    return " ".join(segment.text for segment in segments)
+    audio = resample(samples.astype(np.float32), rate, speech_input.WHISPER_RATE)
+    return speech_input.transcribe_samples(whisper, audio)
 
 
 def transcribe(whisper: Any, pcm16: bytes, rate: int = 24_000) -> str:

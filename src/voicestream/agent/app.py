@@ -10,6 +10,10 @@ still open). Our `EventStream` response closes the answer the moment the respons
 however it ends. The answer never blocks the event loop (the LLM runs in a thread, the rest
 is I/O), so `/ping` stays responsive all the same.
 
+The app also serves the agent page (`GET /`, static files of `voicestream.web`) and the
+speech server's voice list (`GET /voices`, fetched from it). A spoken question (`audio`
+instead of `prompt`) is transcribed first (`speech_input`), then answered like a typed one.
+
 The same app runs on AgentCore (in the container of docker/agent.Dockerfile, port 8080), and
 on one machine (`voicestream agent`, `serve_agent`).
 """
@@ -21,6 +25,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -41,17 +46,22 @@ from voicestream.agent.runtime import (
     run,
     speech_transport,
 )
+from voicestream.agent.speech_input import SpeechRecognizer
+from voicestream.agent.voices import voices_route
 from voicestream.asgi import DrainingServer, free_port, serving
 from voicestream.protocol import (
+    AgentAudioRequest,
     AgentEnd,
     AgentError,
     ErrorCode,
     ProtocolError,
+    Transcript,
     encode_sse,
     new_request_id,
     parse_agent_request,
 )
 from voicestream.text import ChunkSchedule
+from voicestream.web import AGENT_PAGE, page_routes
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +82,8 @@ class AgentSettings:
     `region` the AWS region for Bedrock; `llm_threads` the CPU threads of the local model;
     `first_clause_words` sets bidi's short first chunk (latency mode), None (0 in the
     environment) turns it off; `chunk_sentences` how many sentences each later chunk holds
-    (see `ChunkSchedule`).
+    (see `ChunkSchedule`); `asr_model` is the Whisper model of voice input, a directory or
+    Hugging Face id (None: `speech_input.default_asr_model`).
     """
 
     speech_url: str = DEFAULT_SPEECH_URL
@@ -87,6 +98,7 @@ class AgentSettings:
     limits: AnswerLimits = field(default_factory=AnswerLimits)
     api_key: str | None = None
     cors_origins: tuple[str, ...] = ()
+    asr_model: str | None = None
 
     def __post_init__(self) -> None:
         self.schedule  # noqa: B018 - a bad schedule fails when the settings are made
@@ -101,9 +113,10 @@ class AgentSettings:
         VOICESTREAM_LLM_MODEL, VOICESTREAM_LLM_BASE_URL, VOICESTREAM_LLM_MAX_TOKENS,
         VOICESTREAM_LLM_THREADS, VOICESTREAM_FIRST_CLAUSE_WORDS, VOICESTREAM_CHUNK_SCHEDULE
         (sentences per later chunk, such as "1,2"), AWS_REGION (or AWS_DEFAULT_REGION), the
-        limits' variables (see `AnswerLimits.from_env`), VOICESTREAM_API_KEY and
-        VOICESTREAM_CORS_ORIGINS (comma-separated); `overrides` that are not None win (CLI
-        options; 0 first clause words turns latency mode off there too)."""
+        limits' variables (see `AnswerLimits.from_env`), VOICESTREAM_API_KEY,
+        VOICESTREAM_CORS_ORIGINS (comma-separated) and VOICESTREAM_ASR_MODEL; `overrides`
+        that are not None win (CLI options; 0 first clause words turns latency mode off there
+        too)."""
         env = os.environ if environ is None else environ
         max_tokens = env.get("VOICESTREAM_LLM_MAX_TOKENS")
         threads = env.get("VOICESTREAM_LLM_THREADS")
@@ -128,6 +141,7 @@ class AgentSettings:
             limits=AnswerLimits.from_env(env),
             api_key=env.get("VOICESTREAM_API_KEY") or None,
             cors_origins=tuple(o.strip() for o in env.get("VOICESTREAM_CORS_ORIGINS", "").split(",") if o.strip()),
+            asr_model=env.get("VOICESTREAM_ASR_MODEL") or None,
         )
         chosen = {k: v for k, v in overrides.items() if v is not None}
         if chosen.get("first_clause_words") == 0:
@@ -157,11 +171,13 @@ def _refusal(code: ErrorCode, message: str) -> list[dict[str, Any]]:
 
 
 class AgentService:
-    """What the app's entrypoint holds: the settings, the one LLM, the answers in progress."""
+    """What the app's entrypoint holds: the settings, the one LLM, the speech recognizer,
+    the answers in progress."""
 
     def __init__(self, settings: AgentSettings, llm: Model) -> None:
         self.settings = settings
         self.llm = llm
+        self.recognizer = SpeechRecognizer(settings.asr_model)
         self.active_answers = 0
         self.draining = False
         self._lock = threading.Lock()
@@ -197,7 +213,8 @@ class AgentService:
 
     async def answer(self, payload: Any) -> AsyncGenerator[dict[str, Any], None]:
         """The events for one invocation payload; a bad payload gives `error`, `agent_end`,
-        and so does one beyond `max_answers` answers at once (`busy`, at once)."""
+        and so does one beyond `max_answers` answers at once (`busy`, at once). A spoken
+        question's answer starts with its `transcript`."""
         limits = self.settings.limits
         if not self._admit():
             why = (
@@ -208,6 +225,8 @@ class AgentService:
             for event in _refusal(ErrorCode.BUSY, f"{why}; try again shortly"):
                 yield event
             return
+        request_id = new_request_id()
+        received = time.perf_counter()
         try:
             try:
                 if not isinstance(payload, dict):
@@ -216,6 +235,11 @@ class AgentService:
                         'the payload must be a JSON object, such as {"prompt": "..."}',
                     )
                 request = parse_agent_request(payload)
+                if isinstance(request, AgentAudioRequest):
+                    heard = await self.recognizer.transcribe_async(request)
+                    took_ms = round((time.perf_counter() - received) * 1000, 1)
+                    yield _dump(Transcript(request_id=request_id, t_ms=took_ms, text=heard))
+                    request = request.asking(heard)
                 if len(request.prompt) > limits.max_prompt_chars:
                     raise ProtocolError(
                         ErrorCode.TEXT_TOO_LONG,
@@ -230,6 +254,7 @@ class AgentService:
                 request,
                 self.llm,
                 self.settings.speech_url,
+                request_id=request_id,
                 schedule=self.settings.schedule,
                 limits=limits,
             )
@@ -310,6 +335,7 @@ def create_app(
 
     app = BedrockAgentCoreApp(lifespan=lifespan)
     app.state.service = service
+    app.router.routes.extend([*page_routes(AGENT_PAGE), voices_route(settings.speech_url)])
     protect(app, settings.api_key, settings.cors_origins)
 
     @app.entrypoint

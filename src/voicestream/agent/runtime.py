@@ -57,6 +57,7 @@ from voicestream.protocol import (
     AudioStreamEnd,
     AudioStreamStart,
     ErrorCode,
+    SentenceSent,
     TextDelta,
     new_request_id,
 )
@@ -278,6 +279,7 @@ async def _text_task(
             return
         session = await connecting
         await session.submit(spoken)
+        answer.emit(SentenceSent, index=answer.sentences, text=text)
         if answer.sentences == 0:
             answer.first_sentence_ms = answer.t_ms()
         answer.sentences += 1

@@ -4,7 +4,7 @@ Pure: no sessions, no network. The engine's float32 chunks go in, the bytes each
 format's client expects come out, as soon as the codec has them.
 """
 
-from voicestream.audio.decode import decode_audio
+from voicestream.audio.decode import decode_audio, decode_recording
 from voicestream.audio.encoder import StreamEncoder
 from voicestream.audio.errors import AudioError, UnsupportedFormatError, UnsupportedSampleRateError
 from voicestream.audio.factory import (
@@ -28,6 +28,7 @@ __all__ = [
     "UnsupportedSampleRateError",
     "create_encoder",
     "decode_audio",
+    "decode_recording",
     "finalize_wav",
     "float_to_mulaw",
     "float_to_pcm16",

@@ -35,14 +35,32 @@ def decode_audio(
         raise AudioError(f"cannot decode this {format} data") from exc
 
 
-def _decode_container(data: bytes, demuxer: str) -> tuple[FloatArray, int]:
+_RECORDING_DEMUXERS = {"webm": "matroska", "ogg": "ogg", "wav": "wav"}
+
+
+def decode_recording(data: bytes, container: str, rate: int) -> FloatArray:
+    """Mono float32 samples at `rate` from a recording in `container` (`webm` or `ogg`, as
+    browsers record, or `wav`), whatever codec, channels and rate it holds. Raises
+    `AudioError` when the bytes are not such a recording."""
+    if container not in _RECORDING_DEMUXERS:
+        raise UnsupportedFormatError(container, tuple(_RECORDING_DEMUXERS))
+    try:
+        return _decode_container(data, _RECORDING_DEMUXERS[container], rate)[0]
+    except (av.FFmpegError, IndexError) as exc:
+        raise AudioError(f"cannot decode this {container} recording") from exc
+
+
+def _decode_container(
+    data: bytes, demuxer: str, output_rate: int | None = None
+) -> tuple[FloatArray, int]:
+    """The first audio stream, mono float, at `output_rate` (None: its own), and the rate."""
     with av.open(io.BytesIO(data), mode="r", format=demuxer) as container:
         stream = container.streams.audio[0]
-        to_mono_float = av.AudioResampler(format="flt", layout="mono")
+        to_mono_float = av.AudioResampler(format="flt", layout="mono", rate=output_rate)
         frames: list[av.AudioFrame] = []
-        rate = stream.codec_context.sample_rate
+        rate = output_rate or stream.codec_context.sample_rate
         for frame in container.decode(stream):
-            rate = frame.sample_rate
+            rate = output_rate or frame.sample_rate
             frames.extend(to_mono_float.resample(frame))
         frames.extend(to_mono_float.resample(None))
     chunks = [np.asarray(frame.to_ndarray(), dtype=np.float32).reshape(-1) for frame in frames]

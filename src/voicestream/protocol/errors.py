@@ -10,7 +10,8 @@ class ErrorCode(StrEnum):
 
     The first eleven are the speech server's codes of PROTOCOL.md 1.1; then the speech
     server's extensions (languages and voice blends; bodies over the size limit); the rest
-    are documented extensions the agent runtime sends in its `error` events.
+    are documented extensions the agent runtime sends in its `error` events, the last four
+    about a spoken question (voice input).
     """
 
     INVALID_JSON = "invalid_json"
@@ -33,6 +34,11 @@ class ErrorCode(StrEnum):
     LLM_ERROR = "llm_error"
     CANCELLED = "cancelled"
     ANSWER_TIMEOUT = "answer_timeout"
+    # Agent runtime, voice input.
+    ASR_UNAVAILABLE = "asr_unavailable"
+    INVALID_AUDIO = "invalid_audio"
+    AUDIO_TOO_LARGE = "audio_too_large"
+    NO_SPEECH = "no_speech"
 
 
 class ProtocolError(Exception):

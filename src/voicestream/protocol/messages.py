@@ -44,6 +44,14 @@ OPENAI_FORMATS: tuple[str, ...] = get_args(OpenAIFormat)
 AgentMode = Literal["bidi", "batch", "batch-stream"]
 AGENT_MODES: tuple[str, ...] = get_args(AgentMode)
 
+SpokenAudioFormat = Literal["webm", "ogg", "wav"]
+SPOKEN_AUDIO_FORMATS: tuple[str, ...] = get_args(SpokenAudioFormat)
+"""Containers of a spoken question: what browsers record (MediaRecorder), and WAV."""
+MAX_SPOKEN_AUDIO_BYTES = 8 * 1024 * 1024
+"""A spoken question's size limit once decoded from base64: minutes of Opus, about 80 s of
+48 kHz 16-bit WAV."""
+_MAX_SPOKEN_AUDIO_BASE64 = -(-MAX_SPOKEN_AUDIO_BYTES // 3) * 4
+
 DEFAULT_VOICE = "af_heart"
 DEFAULT_SAMPLE_RATE = 24000
 MIN_SPEED = 0.5
@@ -120,6 +128,11 @@ _FIELD_PROBLEMS: Mapping[str, tuple[ErrorCode, str]] = {
     "model": (ErrorCode.INVALID_MESSAGE, "model must be a string"),
     "stream_format": (ErrorCode.INVALID_MESSAGE, "stream_format must be audio or sse"),
     "mode": (ErrorCode.INVALID_MESSAGE, f"mode must be {_one_of(AGENT_MODES)}"),
+    "audio": (ErrorCode.INVALID_AUDIO, "audio must be the recording as a base64 string"),
+    "audio_format": (
+        ErrorCode.INVALID_MESSAGE,
+        f"audio_format must be {_one_of(SPOKEN_AUDIO_FORMATS)}",
+    ),
 }
 
 
@@ -329,12 +342,51 @@ class AgentRequest(InboundMessage):
     speed: Speed = 1.0
 
 
+_AUDIO_TOO_LARGE = f"audio must hold at most {MAX_SPOKEN_AUDIO_BYTES // (1024 * 1024)} MiB"
+
+
+class AgentAudioRequest(InboundMessage):
+    """*Extension*: the agent's `POST /invocations` with a spoken question instead of a
+    prompt; the agent transcribes it and answers the words it heard."""
+
+    audio: Annotated[str, Field(strict=True, min_length=1, max_length=_MAX_SPOKEN_AUDIO_BASE64)]
+    audio_format: SpokenAudioFormat
+    mode: AgentMode = "bidi"
+    voice: Voice = DEFAULT_VOICE
+    speed: Speed = 1.0
+
+    @classmethod
+    def describe_problem(cls, error: ErrorDetails) -> tuple[ErrorCode, str]:
+        if error["loc"] and error["loc"][0] == "audio" and error["type"] == "string_too_long":
+            return ErrorCode.AUDIO_TOO_LARGE, _AUDIO_TOO_LARGE
+        return super().describe_problem(error)
+
+    def recording(self) -> bytes:
+        """The recording's bytes; `invalid_audio` unless `audio` is base64."""
+        try:
+            data = base64.b64decode(self.audio, validate=True)
+        except ValueError:
+            raise ProtocolError(ErrorCode.INVALID_AUDIO, "audio is not valid base64") from None
+        return data
+
+    def asking(self, prompt: str) -> AgentRequest:
+        """The typed request this spoken one amounts to, once its words are known."""
+        return AgentRequest(prompt=prompt, mode=self.mode, voice=self.voice, speed=self.speed)
+
+
 class AgentEventBase(WireModel):
     """Fields of every agent event; `t_ms` counts milliseconds since `agent_start`."""
 
     type: str
     request_id: str
     t_ms: float
+
+
+class Transcript(AgentEventBase):
+    """*Extension*: the words heard in a spoken question; the first event of its answer."""
+
+    type: Literal["transcript"] = "transcript"
+    text: str
 
 
 class AgentStart(AgentEventBase):
@@ -345,6 +397,15 @@ class AgentStart(AgentEventBase):
 class TextDelta(AgentEventBase):
     type: Literal["text_delta"] = "text_delta"
     seq: int
+    text: str
+
+
+class SentenceSent(AgentEventBase):
+    """*Extension*: a piece of the answer (`text`, as the LLM wrote it) was sent to speech
+    as sentence `index`; the `audio_chunk`s with that `sentence` speak it."""
+
+    type: Literal["sentence"] = "sentence"
+    index: int
     text: str
 
 
@@ -393,7 +454,15 @@ class AgentError(AgentEventBase):
 
 
 AgentEvent = (
-    AgentStart | TextDelta | AudioStreamStart | AudioChunk | AudioStreamEnd | AgentEnd | AgentError
+    Transcript
+    | AgentStart
+    | TextDelta
+    | SentenceSent
+    | AudioStreamStart
+    | AudioChunk
+    | AudioStreamEnd
+    | AgentEnd
+    | AgentError
 )
 
 
@@ -481,9 +550,15 @@ def parse_openai_request(data: JSONInput) -> OpenAISpeechRequest:
     return _validate(OpenAISpeechRequest, load_json_object(data))
 
 
-def parse_agent_request(data: JSONInput) -> AgentRequest:
-    """The body of the agent runtime's `POST /invocations`. Raises `ProtocolError`."""
-    return _validate(AgentRequest, load_json_object(data))
+def parse_agent_request(data: JSONInput) -> AgentRequest | AgentAudioRequest:
+    """The body of the agent runtime's `POST /invocations`: a typed `prompt`, or a spoken
+    question in `audio` (not both). Raises `ProtocolError`."""
+    message = load_json_object(data)
+    if "audio" in message and message["audio"] is not None:
+        if message.get("prompt") is not None:
+            raise ProtocolError(ErrorCode.INVALID_MESSAGE, "send either prompt or audio, not both")
+        return _validate(AgentAudioRequest, message)
+    return _validate(AgentRequest, message)
 
 
 _SERVER_FRAME: TypeAdapter[ServerFrame] = TypeAdapter(

@@ -1,5 +1,7 @@
 """The speech server's Starlette app: the SageMaker container contract of PROTOCOL.md §1.
 
+It also serves the speech playground page at ``GET /`` (``voicestream.web``).
+
 The socket opens before the model is ready so that ``/ping`` can answer 503 while the
 weights load and warm up; requests that arrive meanwhile wait for readiness. On SIGTERM the
 runner calls :meth:`ServerState.drain` before uvicorn shuts down.
@@ -27,6 +29,7 @@ from voicestream.server.metrics import CONTENT_TYPE, ServerMetrics
 from voicestream.server.requests import SpeechService
 from voicestream.server.session import serve_session
 from voicestream.server.settings import ServerSettings
+from voicestream.web import PLAYGROUND_PAGE, page_routes
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +158,7 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             WebSocketRoute("/invocations-bidirectional-stream", bidirectional_stream),
+            *page_routes(PLAYGROUND_PAGE),
         ],
         lifespan=lifespan,
     )

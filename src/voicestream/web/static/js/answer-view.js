@@ -1,0 +1,140 @@
+// One answer on the page: what was heard, the text as it streams with the sentence being
+// spoken highlighted, the figures measured in the page and a timeline of arrivals.
+
+const SVG = "http://www.w3.org/2000/svg";
+const FIGURES = [
+  ["ttft", "time to first text"],
+  ["ttfa", "time to first audio"],
+  ["stalls", "stalls"],
+  ["total", "total"],
+];
+
+function svg(name, attributes) {
+  const element = document.createElementNS(SVG, name);
+  for (const [key, value] of Object.entries(attributes)) element.setAttribute(key, value);
+  return element;
+}
+
+export class AnswerView {
+  constructor(mode) {
+    this.mode = mode;
+    this.element = document.createElement("article");
+    this.element.className = "answer";
+    this.element.dataset.mode = mode;
+    this.element.innerHTML = `<h2>${mode}</h2><p class="heard" hidden></p><div class="text"></div>
+      <dl class="figures"></dl>`;
+    this.heardElement = this.element.querySelector(".heard");
+    this.textElement = this.element.querySelector(".text");
+    this.figureValues = new Map();
+    const figures = this.element.querySelector(".figures");
+    for (const [name, label] of FIGURES) {
+      const term = document.createElement("dt");
+      term.textContent = label;
+      const value = document.createElement("dd");
+      value.dataset.figure = name;
+      value.textContent = "…";
+      figures.append(term, value);
+      this.figureValues.set(name, value);
+    }
+    this.timeline = svg("svg", { class: "timeline", viewBox: "0 0 1000 44", preserveAspectRatio: "none" });
+    const legend = document.createElement("p");
+    legend.className = "legend";
+    legend.innerHTML = `<span class="text-key">text</span> <span class="audio-key">audio arrived</span>
+      <span class="played-key">playing</span> <span class="scale"></span>`;
+    this.scale = legend.querySelector(".scale");
+    this.element.append(this.timeline, legend);
+    this.text = "";
+    this.sentences = [];
+    this.speaking = null;
+    this.marks = [];
+    this.played = null;
+    this.redrawQueued = false;
+  }
+
+  heard(text) {
+    this.heardElement.hidden = false;
+    this.heardElement.textContent = `You said: ${text}`;
+  }
+
+  appendText(delta) {
+    this.text += delta;
+    this.renderText();
+  }
+
+  /** The agent sent `text` (a piece of the answer) to speech as sentence `index`. */
+  sentence(index, text) {
+    const wanted = text.trim();
+    const searchFrom = this.sentences.length ? this.sentences.at(-1).end : 0;
+    let start = this.text.indexOf(wanted, searchFrom);
+    if (start < 0) start = searchFrom;
+    const end = Math.min(this.text.length, start + wanted.length);
+    this.sentences.push({ index, start, end });
+    this.renderText();
+  }
+
+  speak(index) {
+    this.speaking = index;
+    this.renderText();
+  }
+
+  renderText() {
+    const parts = [];
+    let cursor = 0;
+    for (const { index, start, end } of this.sentences) {
+      if (start > cursor) parts.push(document.createTextNode(this.text.slice(cursor, start)));
+      const span = document.createElement("span");
+      span.dataset.sentence = index;
+      span.textContent = this.text.slice(Math.max(start, cursor), end);
+      if (index === this.speaking) span.className = "speaking";
+      parts.push(span);
+      cursor = Math.max(cursor, end);
+    }
+    parts.push(document.createTextNode(this.text.slice(cursor)));
+    this.textElement.replaceChildren(...parts);
+  }
+
+  figure(name, value) {
+    const element = this.figureValues.get(name);
+    if (typeof value === "number") {
+      element.textContent = `${Math.round(value)} ms`;
+      this.element.dataset[`${name}Ms`] = String(Math.round(value));
+    } else {
+      element.textContent = value;
+    }
+  }
+
+  /** `kind` ("text" or "audio") arrived `ms` after Send. */
+  mark(kind, ms) {
+    this.marks.push({ kind, ms });
+    this.redraw();
+  }
+
+  playing(startMs, endMs) {
+    this.played = { startMs, endMs };
+    this.redraw();
+  }
+
+  redraw() {
+    if (this.redrawQueued) return;
+    this.redrawQueued = true;
+    requestAnimationFrame(() => {
+      this.redrawQueued = false;
+      this.drawTimeline();
+    });
+  }
+
+  drawTimeline() {
+    const lastMs = Math.max(1000, ...this.marks.map((m) => m.ms), this.played?.endMs ?? 0);
+    const x = (ms) => (ms / lastMs) * 1000;
+    const children = [];
+    if (this.played) {
+      const end = this.played.endMs ?? lastMs;
+      children.push(svg("rect", { class: "played", x: x(this.played.startMs), y: 24, width: Math.max(1, x(end) - x(this.played.startMs)), height: 16 }));
+    }
+    for (const { kind, ms } of this.marks) {
+      children.push(svg("rect", { class: `${kind}-mark`, x: x(ms), y: kind === "text" ? 4 : 24, width: 3, height: 16 }));
+    }
+    this.timeline.replaceChildren(...children);
+    this.scale.textContent = `${Math.round(lastMs)} ms after Send`;
+  }
+}

@@ -1,0 +1,90 @@
+// AudioWorklet processor: plays queued mono PCM chunks back to back, resampled from the
+// stream's rate to the AudioContext's by linear interpolation that reads across chunk joins,
+// so that joins are continuous (no gap, no click). It tells the page when the first sample
+// plays, when a chunk with a new tag (a sentence, a request) starts, when it runs dry before
+// the stream ended (a stall) and for how long, and when everything has played.
+
+class PcmPlayerProcessor extends AudioWorkletProcessor {
+  constructor(options) {
+    super();
+    this.step = options.processorOptions.inputRate / sampleRate;
+    this.reset();
+    this.port.onmessage = (event) => this.receive(event.data);
+  }
+
+  reset() {
+    this.chunks = [];
+    this.position = 0;
+    this.tag = null;
+    this.started = false;
+    this.ended = false;
+    this.drained = false;
+    this.stallFrames = null;
+  }
+
+  receive(message) {
+    if (message.type === "push") {
+      this.chunks.push({ samples: message.samples, tag: message.tag });
+      this.drained = false;
+    } else if (message.type === "end") {
+      this.ended = true;
+    } else if (message.type === "clear") {
+      this.reset();
+    }
+  }
+
+  process(_inputs, outputs) {
+    const output = outputs[0][0];
+    for (let frame = 0; frame < output.length; frame++) {
+      output[frame] = this.chunks.length ? this.nextSample() : this.silence();
+    }
+    return true;
+  }
+
+  nextSample() {
+    const chunk = this.chunks[0];
+    if (this.stallFrames !== null) {
+      this.port.postMessage({ type: "stall-end", seconds: this.stallFrames / sampleRate });
+      this.stallFrames = null;
+    }
+    if (!this.started) {
+      this.started = true;
+      this.port.postMessage({ type: "started" });
+    }
+    if (chunk.tag !== this.tag) {
+      this.tag = chunk.tag;
+      this.port.postMessage({ type: "tag", tag: chunk.tag });
+    }
+    const samples = chunk.samples;
+    const index = Math.floor(this.position);
+    const fraction = this.position - index;
+    const next = index + 1 < samples.length
+      ? samples[index + 1]
+      : (this.chunks.length > 1 ? this.chunks[1].samples[0] : samples[index]);
+    const value = samples[index] + (next - samples[index]) * fraction;
+    this.position += this.step;
+    while (this.chunks.length && this.position >= this.chunks[0].samples.length) {
+      this.position -= this.chunks[0].samples.length;
+      this.chunks.shift();
+    }
+    return value;
+  }
+
+  silence() {
+    if (!this.started) return 0;
+    if (this.ended) {
+      if (!this.drained) {
+        this.drained = true;
+        this.port.postMessage({ type: "drained" });
+      }
+    } else if (this.stallFrames === null) {
+      this.stallFrames = 1;
+      this.port.postMessage({ type: "stall-start" });
+    } else {
+      this.stallFrames += 1;
+    }
+    return 0;
+  }
+}
+
+registerProcessor("pcm-player", PcmPlayerProcessor);

@@ -1,0 +1,82 @@
+// The one audio player of the pages: pcm16 chunks in, gapless sound out through an
+// AudioWorklet, tapped by an AnalyserNode (the level meter, and the tests' ear).
+
+export class PcmPlayer {
+  /** Must be called from a user gesture (a click), or the browser keeps the context mute. */
+  static async create({ inputRate = 24000 } = {}) {
+    const context = new AudioContext({ latencyHint: "interactive" });
+    await context.audioWorklet.addModule(new URL("./pcm-worklet.js", import.meta.url));
+    const node = new AudioWorkletNode(context, "pcm-player", {
+      numberOfInputs: 0, outputChannelCount: [1], processorOptions: { inputRate },
+    });
+    const analyser = new AnalyserNode(context, { fftSize: 2048 });
+    node.connect(analyser).connect(context.destination);
+    return new PcmPlayer(context, node, analyser);
+  }
+
+  constructor(context, node, analyser) {
+    this.context = context;
+    this.node = node;
+    this.analyser = analyser;
+    this.listeners = new Map();
+    this.oddByte = null;
+    node.port.onmessage = (event) => this.emit(event.data);
+  }
+
+  /** `callback(message)` for "started", "tag", "stall-start", "stall-end", "drained". */
+  on(type, callback) {
+    this.listeners.set(type, [...(this.listeners.get(type) ?? []), callback]);
+  }
+
+  emit(message) {
+    for (const callback of this.listeners.get(message.type) ?? []) callback(message);
+  }
+
+  async resume() {
+    if (this.context.state !== "running") await this.context.resume();
+  }
+
+  /** Queues little-endian pcm16 `bytes` (a Uint8Array); `tag` marks what it speaks. */
+  push(bytes, tag = null) {
+    let data = bytes;
+    if (this.oddByte !== null) {
+      data = new Uint8Array(bytes.length + 1);
+      data[0] = this.oddByte;
+      data.set(bytes, 1);
+      this.oddByte = null;
+    }
+    const even = data.length - (data.length % 2);
+    if (even < data.length) this.oddByte = data[even];
+    const view = new DataView(data.buffer, data.byteOffset, even);
+    const samples = new Float32Array(even / 2);
+    for (let i = 0; i < samples.length; i++) samples[i] = view.getInt16(2 * i, true) / 32768;
+    if (samples.length) this.node.port.postMessage({ type: "push", samples, tag }, [samples.buffer]);
+  }
+
+  /** No more audio will come for now: running dry is the end, not a stall. */
+  end() {
+    this.node.port.postMessage({ type: "end" });
+  }
+
+  /** Silence at once and forget what is queued (barge-in, a new answer). */
+  stop() {
+    this.oddByte = null;
+    this.node.port.postMessage({ type: "clear" });
+  }
+
+  /** Root mean square of the samples the analyser holds now (0 when silent). */
+  level() {
+    const samples = new Float32Array(this.analyser.fftSize);
+    this.analyser.getFloatTimeDomainData(samples);
+    let sum = 0;
+    for (const sample of samples) sum += sample * sample;
+    return Math.sqrt(sum / samples.length);
+  }
+}
+
+export function base64Bytes(text) {
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}

@@ -1,0 +1,145 @@
+// The speech playground: the speech server's WebSocket session, heard in the page.
+
+import { postJson } from "./api.js";
+import { PcmPlayer } from "./player.js";
+import { SpeechSocket } from "./speech-socket.js";
+import { fillVoices } from "./voices.js";
+
+const SAMPLE_RATE = 24000;
+const LIVE_PAUSE_MS = 700;
+const SENTENCE = /^\s*([\s\S]*?[.!?…]+["'”’)\]]*)(?=\s)/;
+const EXTENSIONS = { wav: "wav", mp3: "mp3", opus: "opus", aac: "m4a", flac: "flac", pcm16: "pcm" };
+const ui = Object.fromEntries(
+  ["text", "speak", "live", "voice", "speed", "speed-value", "format", "download", "level", "status", "ttfa", "spoken"]
+    .map((id) => [id, document.getElementById(id)]),
+);
+
+let player = null;
+let counter = 0;
+let liveCursor = 0;
+let liveTimer = null;
+let playing = null; // id of the request whose frames are arriving
+const requests = new Map(); // id -> { text, sentAt, heardAt, cancelled, item }
+
+function showError(message) {
+  ui.status.textContent = message;
+}
+
+const socket = new SpeechSocket({
+  control(frame) {
+    if (frame.type === "synthesis_start") playing = frame.request_id;
+    else if (frame.type === "error") showError(`${frame.code}: ${frame.message}`);
+  },
+  audio(bytes) {
+    const request = requests.get(playing);
+    if (request && !request.cancelled) player.push(bytes, playing);
+  },
+  closed(event) {
+    if (event.code !== 1000) showError(`the speech session closed (code ${event.code}); the next request reopens it`);
+  },
+});
+
+async function ensurePlayer() {
+  if (!player) {
+    player = await PcmPlayer.create({ inputRate: SAMPLE_RATE });
+    window.voicestream = { player, requests }; // for the console and the browser tests
+    player.on("tag", ({ tag }) => heard(tag));
+    const meter = () => {
+      ui.level.value = player.level();
+      requestAnimationFrame(meter);
+    };
+    requestAnimationFrame(meter);
+  }
+  await player.resume();
+}
+
+function heard(id) {
+  const request = requests.get(id);
+  if (!request || request.heardAt !== null) return;
+  request.heardAt = performance.now();
+  const ms = Math.round(request.heardAt - request.sentAt);
+  request.item.textContent = `${request.text} (first audio after ${ms} ms)`;
+  if (request.first) ui.ttfa.textContent = `${ms} ms`;
+}
+
+async function synthesize(text, { first }) {
+  const id = `p${++counter}`;
+  const item = document.createElement("li");
+  item.textContent = text;
+  ui.spoken.append(item);
+  requests.set(id, { text, sentAt: performance.now(), heardAt: null, cancelled: false, first, item });
+  await socket.send({
+    type: "synthesize", request_id: id, text, voice: ui.voice.value,
+    speed: Number(ui.speed.value), format: "pcm16", sample_rate: SAMPLE_RATE,
+  });
+}
+
+async function stopAll() {
+  for (const request of requests.values()) request.cancelled = true;
+  player?.stop();
+  if (socket.socket) await socket.send({ type: "cancel" });
+}
+
+async function speak() {
+  showError("");
+  await ensurePlayer();
+  await stopAll();
+  ui.spoken.replaceChildren();
+  ui.ttfa.textContent = "…";
+  const text = ui.text.value.trim();
+  if (text) await synthesize(text, { first: true });
+  liveCursor = ui.text.value.length;
+}
+
+/** Sends each sentence finished since the last call; with `final`, what remains too. */
+async function sendFinished({ final = false } = {}) {
+  if (liveCursor > ui.text.value.length) liveCursor = ui.text.value.length;
+  for (;;) {
+    const rest = ui.text.value.slice(liveCursor);
+    const match = rest.match(SENTENCE);
+    if (match) {
+      liveCursor += match[0].length;
+      await synthesize(match[1], { first: ui.spoken.childElementCount === 0 });
+    } else {
+      if (final && rest.trim() && /[.!?…]["'”’)\]]*\s*$/.test(rest)) {
+        liveCursor += rest.length;
+        await synthesize(rest.trim(), { first: ui.spoken.childElementCount === 0 });
+      }
+      return;
+    }
+  }
+}
+
+function onInput() {
+  if (!ui.live.checked) return;
+  clearTimeout(liveTimer);
+  sendFinished().catch((error) => showError(error.message));
+  liveTimer = setTimeout(() => sendFinished({ final: true }).catch((error) => showError(error.message)), LIVE_PAUSE_MS);
+}
+
+async function download() {
+  showError("");
+  const format = ui.format.value;
+  const response = await postJson("invocations", {
+    text: ui.text.value, voice: ui.voice.value, speed: Number(ui.speed.value), format,
+  });
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(await response.blob());
+  link.download = `voicestream.${EXTENSIONS[format]}`;
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
+}
+
+const reportErrors = (action) => () => action().catch((error) => showError(error.message));
+ui.speak.addEventListener("click", reportErrors(speak));
+ui.download.addEventListener("click", reportErrors(download));
+ui.text.addEventListener("input", onInput);
+ui.live.addEventListener("change", reportErrors(async () => {
+  if (!ui.live.checked) return;
+  await ensurePlayer();
+  ui.spoken.replaceChildren();
+  ui.ttfa.textContent = "…";
+  liveCursor = ui.text.value.length;
+}));
+ui.speed.addEventListener("input", () => { ui["speed-value"].textContent = Number(ui.speed.value).toFixed(1); });
+fillVoices(ui.voice, document.getElementById("voice-note"));

@@ -1,0 +1,59 @@
+"""The speech playground in Chromium against the real speech server: Live speaks each
+sentence while the next is being typed (the first is heard while the last is unfinished);
+Speak shows its time to first audio; Download saves the text in the chosen format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.web.browser import SOUND_LEVEL
+
+FIRST = "The first sentence is short."
+LAST = "And the last one is not finished until the first has been heard."
+SPOKEN = """[...window.voicestream.requests.values()].map(
+  (request) => ({ text: request.text, sentAt: request.sentAt, heardAt: request.heardAt }))"""
+
+
+def test_live_speaks_the_first_sentence_before_the_last_is_typed(visit, speech_server, tmp_path: Path):
+    opened = visit(f"{speech_server}/")
+    page = opened.page
+    page.fill("#text", "")
+    page.check("#live")
+    page.wait_for_function("window.voicestream && window.voicestream.player")
+
+    page.type("#text", FIRST + " ", delay=20)
+    page.type("#text", LAST[:-1], delay=20)
+
+    page.wait_for_function("window.__ear.soundAt !== null", timeout=90_000)
+    spoken = page.evaluate(SPOKEN)
+    assert [request["text"] for request in spoken] == [FIRST], "only the finished sentence is sent"
+    assert spoken[0]["heardAt"] is not None
+    page.type("#text", LAST[-1])
+    page.wait_for_function(
+        f"(() => {{ const spoken = {SPOKEN}; return spoken.length === 2 && spoken[1].heardAt !== null; }})()",
+        timeout=90_000,
+    )
+    assert page.evaluate(SPOKEN)[1]["text"] == LAST
+    page.screenshot(path=tmp_path / "playground-live.png")
+    assert opened.ear()["peak"] > SOUND_LEVEL
+    assert page.inner_text("#status") == ""
+    assert opened.hosts() == {"127.0.0.1"}, opened.requested
+
+
+def test_speak_shows_first_audio_and_download_saves_the_format(visit, speech_server, tmp_path: Path):
+    opened = visit(f"{speech_server}/")
+    page = opened.page
+    page.fill("#text", "Hello from the playground.")
+
+    page.click("#speak")
+
+    page.wait_for_function("document.getElementById('ttfa').textContent.endsWith(' ms')", timeout=90_000)
+    page.wait_for_function("window.__ear.soundAt !== null", timeout=10_000)
+    page.select_option("#format", "flac")
+    with page.expect_download(timeout=90_000) as download:
+        page.click("#download")
+    saved = tmp_path / download.value.suggested_filename
+    download.value.save_as(saved)
+    assert saved.name == "voicestream.flac"
+    assert saved.read_bytes()[:4] == b"fLaC"
+    assert opened.hosts() == {"127.0.0.1"}, opened.requested

@@ -39,7 +39,10 @@ INVOCATIONS_PATH = "/invocations"
 DEFAULT_TIMEOUT_S = 300.0
 """A long answer from a slow LLM on a CPU may take minutes to finish speaking."""
 _AGENT_EVENT_TYPES = frozenset(
-    {"agent_start", "text_delta", "audio_stream_start", "audio_chunk", "audio_stream_end", "agent_end", "error"}
+    {
+        "transcript", "agent_start", "text_delta", "sentence", "audio_stream_start", "audio_chunk",
+        "audio_stream_end", "agent_end", "error",
+    }
 )
 _THREAD_QUEUE_SIZE = 64
 

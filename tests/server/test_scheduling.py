@@ -7,8 +7,8 @@ import time
 
 from tests.server.wire import WirePeer, ws_url
 
-from voicestream.bench.server import first_audio_beside_monologues, first_audio_s
 from voicestream.bench.texts import BLOCK, FIRST_SENTENCE
+from voicestream.bench.transport import first_audio_beside_monologues, first_audio_s
 
 
 async def test_long_block_starts_as_fast_as_its_first_sentence(speech_server: str) -> None:
@@ -38,3 +38,16 @@ async def test_next_request_is_synthesized_while_previous_audio_is_sent(speech_s
 async def test_new_session_is_not_starved_by_long_monologues(speech_server: str) -> None:
     idle, busy = await first_audio_beside_monologues(ws_url(speech_server), trials=3)
     assert statistics.median(busy) <= 2 * statistics.median(idle), (busy, idle)
+
+
+async def test_sequential_session_reads_the_next_message_only_after_sending_the_previous(make_speech_server) -> None:
+    """`serve --sequential` (the reference design, for `bench transport`): a cancel sent right after
+    a request is read only once that request was answered, so it completes; pipelined, it is cancelled."""
+    answers = {}
+    for pipelined in (True, False):
+        peer = await WirePeer.open(make_speech_server(pipelined=pipelined))
+        await peer.send({"text": "Hello there. This request is long enough to cancel.", "request_id": "first"})
+        await peer.send({"type": "cancel", "request_id": "first"})
+        answers[pipelined] = (await peer.answer()).last["type"]
+        await peer.close()
+    assert answers == {True: "synthesis_cancelled", False: "synthesis_complete"}

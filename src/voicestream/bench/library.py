@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from voicestream.bench.server import WS_PATH, first_audio_s
+from voicestream.bench.transport import WS_PATH, first_audio_s
 from voicestream.bench.table import markdown_table
 from voicestream.bench.texts import BLOCK, ONE_SENTENCE
 from voicestream.engine import KokoroEngine

@@ -43,3 +43,41 @@ LONG_OPENING_PROMPTS = (
 )
 """Prompts the local LLM (seeded as in ``voicestream bench e2e``) answers with an opening
 sentence of 17 to 25 words: latency mode against sentence mode."""
+LATENCY_ANSWER = (
+    "When the opening sentence of a spoken answer is long, the listener should still hear its first "
+    "words almost at once instead of waiting for the whole sentence to be rendered. "
+    "The rest of the answer follows sentence by sentence. Nobody waits for the whole paragraph."
+)
+"""An answer that opens with a long sentence: ``bench transport`` compares latency mode and sentence mode on it."""
+LOAD_TEXT = (
+    "Thanks for calling. Your order left the warehouse this morning and should arrive on Thursday. "
+    "Is there anything else I can help with?"
+)
+"""What every session of ``bench load`` speaks, again and again: a short reply of three sentences."""
+ENCODING_CLIPS = (
+    "Hello there.",
+    "This is a post deployment check.",
+    "It has three sentences.",
+    "The meeting moved to Thursday at 3 pm.",
+    "Please call me back before noon.",
+    "Your order number is 12.",
+    "The train leaves from platform 4.",
+    "It will be sunny and warm tomorrow.",
+    "Turn left at the second light.",
+    "The library closes at 8 tonight.",
+    "She bought 2 apples and a pear.",
+    "We need a bigger boat.",
+    "The battery is almost empty.",
+    "Dinner is ready in ten minutes.",
+    "Can you hear me clearly now?",
+    "The package arrived this morning.",
+    "Remember to water the plants.",
+    "My flight lands at half past six.",
+    "The river is higher than last year.",
+    "Please speak a little more slowly.",
+    "The museum is free on Sundays.",
+    "He scored 3 goals in the final.",
+    "Keep the receipt for your records.",
+    "Thank you, and have a nice day.",
+)
+"""The 24 clips of ``bench encoding``: short sentences like the reference's, some with digits."""

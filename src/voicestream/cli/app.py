@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from voicestream.bench.texts import AGENT_PROMPT
 from voicestream.cli.progress import stderr, text_progress, weights_progress
 
 app = typer.Typer(
@@ -188,6 +186,11 @@ def serve(
     cors_origin: CorsOrigins = None,
     log_level: LogLevel = "info",
     log_json: LogJson = False,
+    sequential: Annotated[
+        bool,
+        typer.Option("--sequential", help="Answer a session's messages strictly one after another (the reference "
+                     "design, for comparison); by default later messages render while earlier ones are sent."),
+    ] = False,
 ) -> None:
     """Run the speech server (the SageMaker container contract); SIGTERM drains it."""
     from voicestream.logs import configure_logging
@@ -199,80 +202,6 @@ def serve(
         host=host, port=port, device=device, model_dir=model_dir, variant=variant, max_sessions=max_sessions,
         max_queue=max_queue, max_session_requests=max_session_requests, max_body_bytes=max_body_bytes,
         idle_timeout_s=idle_timeout, stale_after_s=stale_after, grace_s=grace_s, api_key=api_key or None,
-        cors_origins=tuple(cors_origin or ()),
+        cors_origins=tuple(cors_origin or ()), pipelined=not sequential,
     )
     run_server(settings, log_level=log_level)
-
-
-bench_app = typer.Typer(help="Measurements for docs/BENCHMARKS.md (tables on stdout).", no_args_is_help=True)
-app.add_typer(bench_app, name="bench")
-Trials = Annotated[int, typer.Option("--trials", min=1, help="Repetitions of each measurement.")]
-
-
-@bench_app.command("rtf")
-def bench_rtf(trials: Trials = 3, model_dir: ModelDir = None, device: Device = "cpu") -> None:
-    """Real-time factor of the engine for short, medium and long inputs."""
-    from voicestream.bench.rtf import measure_rtf
-
-    engine = load_engine(model_dir, device)
-    typer.echo(f"Kokoro-82M {engine.files.model_path.name} on {', '.join(engine.providers)}\n")
-    typer.echo(measure_rtf(engine, trials))
-
-
-@bench_app.command("server")
-def bench_server(trials: Trials = 5, model_dir: ModelDir = None, device: Device = "cpu") -> None:
-    """Time to first audio byte over the real server: block vs first sentence, overhead, contention."""
-    from voicestream.bench.server import measure_server
-
-    engine = load_engine(model_dir, device)
-    typer.echo(measure_server(engine, trials))
-
-
-@bench_app.command("library")
-def bench_library(trials: Trials = 5, model_dir: ModelDir = None) -> None:
-    """First audio of an idle voicestream server against kokoro-onnx's create_stream, same model and voice."""
-    from voicestream.bench.library import measure_library
-
-    typer.echo(measure_library(load_engine(model_dir), trials))
-
-
-@bench_app.command("chaos")
-def bench_chaos(
-    sessions: Annotated[int, typer.Option(min=1, help="Concurrent sessions of the soak.")] = 32,
-    duration: Annotated[float, typer.Option(min=1, help="Seconds the soak lasts.")] = 120.0,
-    fuzz_sessions: Annotated[int, typer.Option("--fuzz-sessions", min=1, help="Concurrent fuzzed sessions.")] = 8,
-    fuzz_messages: Annotated[int, typer.Option("--fuzz-messages", min=1, help="Messages per fuzzed session.")] = 60,
-    seed: Annotated[int, typer.Option(help="Seed of the fuzzed messages.")] = 1,
-    json_file: Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON.")] = None,
-    model_dir: ModelDir = None,
-) -> None:
-    """Fuzz, faults and a soak against a `voicestream serve` process on 127.0.0.1, then SIGTERM."""
-    import asyncio
-    import json
-
-    from voicestream.bench.chaos import run_chaos
-
-    serve_args = ["--model-dir", str(model_dir)] if model_dir else []
-    stderr.print(f"Fuzz ({fuzz_sessions} sessions), faults, then a {duration:g} s soak of {sessions} sessions...")
-    result = asyncio.run(run_chaos(sessions, duration, fuzz_sessions, fuzz_messages, seed, serve_args))
-    typer.echo(result.tables())
-    if json_file:
-        json_file.write_text(json.dumps(result.as_json(), indent=1))
-
-
-@bench_app.command("e2e")
-def bench_e2e(
-    trials: Trials = 2,
-    prompt: Annotated[str, typer.Option(help="The prompt every mode answers.")] = AGENT_PROMPT,
-    wer: Annotated[bool, typer.Option("--wer/--no-wer", help="Score the spoken answers with Whisper tiny.en.")] = True,
-    modes: Annotated[bool, typer.Option("--modes/--no-modes", help="Measure bidi, batch and batch-stream.")] = True,
-    model_dir: ModelDir = None,
-) -> None:
-    """The pipeline end to end: bidi vs batch vs batch-stream, and latency mode vs sentence mode."""
-    from voicestream.bench.e2e import measure_e2e, whisper_transcriber
-    from voicestream.protocol import AGENT_MODES
-
-    engine = load_engine(model_dir)
-    with whisper_transcriber() if wer else contextlib.nullcontext() as transcribe:
-        report = measure_e2e(engine, prompt, trials, transcribe=transcribe, modes=AGENT_MODES if modes else ())
-    typer.echo(report.render())

@@ -6,6 +6,10 @@ the scheduler at once, so synthesis of later requests overlaps the sending of ea
 audio. The sender walks the requests in arrival order and writes each one's frames
 (``synthesis_start``, audio, ``synthesis_complete``) without interleaving.
 
+With ``pipelined=False`` (``voicestream serve --sequential``) the receiver reads the next
+message only once everything before it was sent: the reference's strictly sequential
+session, kept for comparison.
+
 Session states: OPEN (reading and answering), CLOSING (``close`` received or idle: answering
 what was accepted, reading no more), CLOSED.
 
@@ -75,6 +79,8 @@ class BidiSession:
         self._last_activity = time.monotonic()
         self._going_away = asyncio.Event()
         self._sending = False
+        self._sent = asyncio.Event()
+        """Set by the sender after each item; the sequential mode waits on it."""
 
     @property
     def idle(self) -> bool:
@@ -134,6 +140,14 @@ class BidiSession:
             if message is None:
                 return
             await self._handle(message)
+            if not self.service.settings.pipelined:
+                await self._all_sent()
+
+    async def _all_sent(self) -> None:
+        """Sequential mode: read the next message only once everything before it was sent."""
+        while not self.idle:
+            self._sent.clear()
+            await self._sent.wait()
 
     async def _receive_or_idle(self) -> str | bytes | None:
         """The next client payload; None once the session has been idle too long.
@@ -231,6 +245,7 @@ class BidiSession:
                 if isinstance(item, _Accepted):
                     with contextlib.suppress(ValueError):  # already dropped by _cancel_all
                         self._accepted.remove(item)
+                self._sent.set()
 
     async def _send(self, frame: str | bytes) -> None:
         if isinstance(frame, bytes):

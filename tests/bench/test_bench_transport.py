@@ -1,0 +1,44 @@
+"""`bench transport` and `bench load` run end to end on tiny inputs against real servers."""
+
+from __future__ import annotations
+
+from voicestream.bench.load import measure_load
+from voicestream.bench.transport import TransportTexts, chunk_answer, measure_transport
+from voicestream.engine import KokoroEngine
+
+TINY = TransportTexts(
+    first_sentence="Hi there.",
+    block="Hi there. See you soon.",
+    answer="When it rains after lunch on a Monday, we stay inside. Then we read.",
+    monologue="Chapter one. The river runs on.",
+)
+
+
+def test_latency_mode_cuts_the_first_chunk_early_and_sentence_mode_does_not() -> None:
+    latency, sentences = chunk_answer(TINY.answer, True), chunk_answer(TINY.answer, False)
+    assert len(latency[0].split()) < len(sentences[0].split())
+    assert " ".join(latency) == " ".join(sentences) == TINY.answer
+
+
+def test_transport_bench_runs_on_tiny_inputs(engine: KokoroEngine) -> None:
+    report = measure_transport(engine, trials=1, texts=TINY)
+
+    ttfa, pipeline, latency, sentences, contention = report.tables
+    assert all(0 < ms < 30_000 for ms in ttfa.column("mean ms"))
+    assert pipeline.column("session") == ["pipelined (voicestream)", "sequential (reference design)"]
+    assert all(first <= last for first, last in zip(pipeline.column("first audio ms"), pipeline.column("last byte ms")))
+    assert latency.column("chunks")[0] > latency.column("chunks")[1]
+    assert all(wer < 50 for wer in latency.column("WER %"))
+    assert sentences.column("voicestream bytes")[0] > 0
+    assert len(contention.rows) == 2 and len(report.charts) == 3
+
+
+def test_load_bench_counts_requests_and_busy_answers(engine: KokoroEngine) -> None:
+    report = measure_load(engine, ladder=(1, 2), rounds=1, text="Hi there. Bye now.", max_sessions=1)
+
+    table = report.tables[0]
+    assert table.column("sessions") == [1, 2]
+    assert table.column("requests") == [1, 1]
+    assert table.column("busy") == [0, 1]
+    assert table.column("errors") == [0, 0]
+    assert report.context["capacity_sessions"] == 0  # a busy answer fails the step

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from voicestream.audio import resample
+from voicestream.bench.wer import edit_distance
 
 WHISPER_RATE = 16_000
 
@@ -41,22 +42,9 @@ def _normalizer() -> Any:
     return EnglishTextNormalizer()
 
 
-def normalized_words(text: str) -> list[str]:
-    return _normalizer()(text).split()
-
-
 def word_errors(reference: str, hypothesis: str) -> tuple[int, int]:
-    """(word edits, reference words) after normalizing both sides; sum them over clips for a WER."""
-    ref, hyp = normalized_words(reference), normalized_words(hypothesis)
-    previous = list(range(len(hyp) + 1))
-    for i, ref_word in enumerate(ref, 1):
-        current = [i]
-        for j, hyp_word in enumerate(hyp, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ref_word != hyp_word)))
-        previous = current
-    return previous[-1], len(ref)
-
-
-def word_error_rate(reference: str, hypothesis: str) -> float:
-    edits, words = word_errors(reference, hypothesis)
-    return edits / max(words, 1)
+    """(word edits, reference words), both sides normalized as in :func:`word_error_rate`;
+    summed over clips, they give the WER of all the clips together."""
+    normalize = _normalizer()
+    ref = normalize(reference).split()
+    return edit_distance(ref, normalize(hypothesis).split()), len(ref)

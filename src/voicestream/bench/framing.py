@@ -46,16 +46,21 @@ DELIVERY_PAUSE_S = 0.002
 
 @dataclass(frozen=True)
 class RechunkPlan:
-    """How the relay cuts the body: delivery sizes drawn uniformly from ``sizes``."""
+    """How the relay cuts the body: delivery sizes drawn uniformly between ``low`` and ``high``
+    times the mean event size (at least one byte)."""
 
     label: str
-    sizes: tuple[int, int]
+    low: float
+    high: float
+
+    def sizes(self, mean_event_bytes: int) -> tuple[int, int]:
+        return max(1, int(self.low * mean_event_bytes)), max(1, int(self.high * mean_event_bytes))
 
 
 RECHUNK_PLANS = (
-    RechunkPlan("a few deliveries per event (like the reference)", (300, 1500)),
-    RechunkPlan("small deliveries (16 to 256 bytes)", (16, 256)),
-    RechunkPlan("large deliveries (2 to 8 KiB)", (2048, 8192)),
+    RechunkPlan("about 1.5 deliveries per event (like the reference)", 1 / 3, 1.0),
+    RechunkPlan("small deliveries (1 % to 5 % of an event)", 0.01, 0.05),
+    RechunkPlan("large deliveries (1 to 3 events)", 1.0, 3.0),
 )
 
 
@@ -182,7 +187,7 @@ def measure_framing(engine: KokoroEngine, text: str = BLOCK, trials: int = 5, se
     with running_relay(body) as relay_url, progress("bench framing", trials * len(RECHUNK_PLANS)) as advance:
         for plan in RECHUNK_PLANS:
             for trial in range(trials):
-                deliveries = received_deliveries(relay_url, plan.sizes, seed + trial)
+                deliveries = received_deliveries(relay_url, plan.sizes(len(body) // len(events)), seed + trial)
                 results.setdefault(plan.label, []).append(analyse(events, deliveries))
                 advance()
     for label, runs in results.items():

@@ -114,8 +114,7 @@ def format_cell(value: Cell) -> str:
 
 
 def render_table(table: Table) -> RichTable:
-    rich_table = RichTable(title=table.title, box=box.MARKDOWN, title_justify="left", caption=table.note or None,
-                           caption_justify="left")
+    rich_table = RichTable(box=box.MARKDOWN)
     for index, name in enumerate(table.columns):
         rich_table.add_column(name, justify="left" if index == 0 else "right")
     for row in table.rows:
@@ -124,14 +123,17 @@ def render_table(table: Table) -> RichTable:
 
 
 def print_report(report: Report, console: Console | None = None) -> None:
+    """Markdown: a heading per table, the table, its note; ready to paste into docs/BENCHMARKS.md."""
     console = console or Console(width=400)
     context = ", ".join(f"{key} {value}" for key, value in report.context.items())
-    console.print(f"bench {report.bench}: {context}", highlight=False, soft_wrap=True)
+    console.print(f"bench {report.bench}: {context}", highlight=False, soft_wrap=True, markup=False)
     for table in report.tables:
-        console.print()
+        console.print(f"\n### {table.title}\n", highlight=False, soft_wrap=True, markup=False)
         console.print(render_table(table))
+        if table.note:
+            console.print(f"\n{table.note}", highlight=False, soft_wrap=True, markup=False)
     for note in report.notes:
-        console.print(note, highlight=False, soft_wrap=True)
+        console.print(f"\n{note}", highlight=False, soft_wrap=True, markup=False)
 
 
 def write_json(report: Report, path: Path) -> None:

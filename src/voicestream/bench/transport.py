@@ -193,6 +193,16 @@ class _Runs:
         return statistics.median(value(run) for run in self.spoken[label]) * 1000
 
 
+async def _speak_each(targets: dict[str, tuple[str, list[str]]], trials: int, advance: Advance) -> _Runs:
+    """Each label's messages on its server, ``trials`` times, interleaved so that noise hits all alike."""
+    runs = _Runs()
+    for _ in range(trials):
+        for label, (url, messages) in targets.items():
+            runs.add(label, await speak_messages(url, messages))
+        advance()
+    return runs
+
+
 async def _block_vs_first(url: str, engine: KokoroEngine, texts: TransportTexts, trials: int, advance: Advance):
     block, first, bare = [], [], []
     for _ in range(trials):
@@ -227,11 +237,7 @@ async def _block_vs_first(url: str, engine: KokoroEngine, texts: TransportTexts,
 
 async def _pipelined_vs_sequential(urls: dict[str, str], texts: TransportTexts, trials: int, advance: Advance):
     sentences = split_sentences(texts.block)
-    runs = _Runs()
-    for _ in range(trials):
-        for label, url in urls.items():
-            runs.add(label, await speak_messages(url, sentences))
-        advance()
+    runs = await _speak_each({label: (url, sentences) for label, url in urls.items()}, trials, advance)
     table = Table(
         f"Pipelined vs strictly sequential session: the block's {len(sentences)} sentences as "
         f"{len(sentences)} messages sent at once (medians of {trials})",
@@ -256,11 +262,7 @@ async def _pipelined_vs_sequential(urls: dict[str, str], texts: TransportTexts, 
 
 async def _latency_vs_sentence(url: str, texts: TransportTexts, trials: int, advance: Advance):
     modes = {"latency mode": chunk_answer(texts.answer, True), "sentence mode": chunk_answer(texts.answer, False)}
-    runs = _Runs()
-    for _ in range(trials):
-        for label, chunks in modes.items():
-            runs.add(label, await speak_messages(url, chunks))
-        advance()
+    runs = await _speak_each({label: (url, chunks) for label, chunks in modes.items()}, trials, advance)
     table = Table(
         f"Latency mode vs sentence mode: an answer opening with a long sentence (medians of {trials})",
         ["mode", "chunks", "first chunk words", "first audio ms", "last byte ms", "player silent ms", "WER %"],

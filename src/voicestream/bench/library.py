@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from voicestream.bench.transport import WS_PATH, first_audio_s
 from voicestream.bench.table import markdown_table
 from voicestream.bench.texts import BLOCK, ONE_SENTENCE
+from voicestream.bench.transport import WS_PATH, first_audio_s
 from voicestream.engine import KokoroEngine
 from voicestream.server import running_server
 

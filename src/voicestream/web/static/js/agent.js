@@ -152,6 +152,7 @@ async function runAnswer(view, request, signal) {
   } finally {
     answer.finished = true;
     if (!view.element.dataset.ttfaMs) view.figure("ttfa", "no audio");
+    if (!view.element.dataset.totalMs) view.figure("total", answer.since());
   }
 }
 

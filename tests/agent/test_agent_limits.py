@@ -120,3 +120,16 @@ async def test_speech_server_going_away_mid_answer(engine, long_winded_llm) -> N
                             await asyncio.to_thread(speech_server.close)
     assert [e["type"] for e in events][-2:] == ["error", "agent_end"]
     assert events[-2]["code"] == "speech_unavailable"
+
+
+async def test_the_agent_needs_its_api_key_except_on_ping(speech_server: str, local_llm) -> None:
+    app = create_app(AgentSettings(speech_url=speech_server, api_key="agent-key"), llm=local_llm)
+    with running_agent(app) as url:
+        async with httpx.AsyncClient(timeout=30) as client:
+            assert (await client.get(f"{url}/ping")).status_code == 200
+            refused = await client.post(f"{url}/invocations", json={"mode": "bidi"})
+            assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+            allowed = await client.post(
+                f"{url}/invocations", json={"mode": "bidi"}, headers={"Authorization": "Bearer agent-key"}
+            )
+    assert allowed.status_code == 200 and '"code":"text_required"' in allowed.text.replace(" ", "")

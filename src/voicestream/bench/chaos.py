@@ -83,6 +83,7 @@ async def run_probes(base_url: str, probes: list[Probe], timeout_s: float = 120.
     report = SessionReport(valid_sent=sum(p.expect == AUDIO for p in probes))
     async with asyncio.timeout(timeout_s), connect(session_url(base_url), max_size=None) as ws:
         sending = asyncio.create_task(_send_all(ws, probes))
+        index = 0
         try:
             for index, probe in enumerate(probes):
                 kinds, audio, last = await _answer(ws)
@@ -93,8 +94,10 @@ async def run_probes(base_url: str, probes: list[Probe], timeout_s: float = 120.
                     report.completed += 1
                 elif got != probe.expect:
                     report.mismatches.append(f"message {index}: expected {probe.expect}, got {kinds} {last}")
+        except ConnectionClosed as closed:
+            report.mismatches.append(f"session closed after {index} answers: {closed}")
         finally:
-            await sending
+            await asyncio.gather(sending, return_exceptions=True)
     return report
 
 

@@ -37,11 +37,11 @@ async def test_failing_steps_leave_every_worker_serving(faulty_server: str) -> N
         await peer.send({"text": PLAN_FAULT, "request_id": f"bad{index}"})
     await peer.send({"text": "Still speaking.", "request_id": "good"})
     for index in range(6):
-        failed = await peer.answer(timeout=20)
+        failed = await peer.answer(timeout=60)
         assert failed.last == {"type": "error", "request_id": f"bad{index}", "code": "internal",
                                "message": failed.last["message"]}
         assert "injected" not in failed.last["message"]
-    assert (await peer.answer(timeout=20)).kinds == ["synthesis_start", "synthesis_complete"]
+    assert (await peer.answer(timeout=60)).kinds == ["synthesis_start", "synthesis_complete"]
     async with httpx.AsyncClient() as client:
         assert (await client.get(f"{faulty_server}/ping")).status_code == 200
     await peer.close()
@@ -61,10 +61,10 @@ async def test_encoder_failure_is_internal_and_session_goes_on(
     peer = await WirePeer.open(faulty_server)
     await peer.send({"text": "Hello there.", "request_id": "enc", "format": FINISH_FAULT_FORMAT})
     await peer.send({"text": "Hello again.", "request_id": "after"})
-    failed = await peer.answer(timeout=20)
+    failed = await peer.answer(timeout=60)
     assert failed.kinds == ["synthesis_start", "error"]
     assert failed.last["code"] == "internal" and failed.last["request_id"] == "enc"
-    assert (await peer.answer(timeout=20)).kinds == ["synthesis_start", "synthesis_complete"]
+    assert (await peer.answer(timeout=60)).kinds == ["synthesis_start", "synthesis_complete"]
     await peer.close()
 
 
@@ -74,7 +74,7 @@ async def test_a_failure_is_logged_once_with_traceback_and_request_id(
     peer = await WirePeer.open(faulty_server)
     with caplog.at_level(logging.ERROR):
         await peer.send({"text": f"Fine first. {RENDER_FAULT}", "request_id": "logged"})
-        failed = await peer.answer(timeout=20)
+        failed = await peer.answer(timeout=60)
         await asyncio.sleep(0.2)
     assert failed.last["code"] == "internal"
     records = [r for r in caplog.records if getattr(r, "request_id", None) == "logged"]
@@ -92,6 +92,27 @@ async def test_broken_socket_mid_request_ends_the_session(faulty_server: str) ->
         pass
     peer.ws.transport.abort()
     wanted = {"voicestream_active_sessions 0.0", "voicestream_queue_depth 0.0"}
-    async with asyncio.timeout(20), httpx.AsyncClient() as client:
+    async with asyncio.timeout(60), httpx.AsyncClient() as client:
         while not wanted <= set((await client.get(f"{faulty_server}/metrics")).text.splitlines()):
             await asyncio.sleep(0.1)
+
+
+async def test_ping_is_503_when_a_worker_is_gone(engine) -> None:
+    """A worker that is gone and not restarted (here: cancelled from outside) means the
+    server cannot synthesize at full capacity: /ping must say so."""
+    import uvicorn
+
+    from voicestream.asgi import serving
+    from voicestream.server import create_app
+
+    app = create_app(ServerSettings(host="127.0.0.1", port=free_port()), engine)
+    config = uvicorn.Config(app, host="127.0.0.1", port=app.state.server.settings.port, log_config=None)
+    with serving(config, "speech-server") as url:
+        async with asyncio.timeout(60), httpx.AsyncClient() as client:
+            while (await client.get(f"{url}/ping")).status_code != 200:
+                await asyncio.sleep(0.1)
+            worker = app.state.server.service.scheduler._tasks[0]
+            worker.get_loop().call_soon_threadsafe(worker.cancel)
+            while (ping := await client.get(f"{url}/ping")).status_code == 200:
+                await asyncio.sleep(0.05)
+    assert ping.status_code == 503 and ping.json()["status"] == "unhealthy"

@@ -14,9 +14,10 @@ Session states: OPEN (reading and answering), CLOSING (``close`` received or idl
 what was accepted, reading no more), CLOSED.
 
 Everything is bounded: at most ``max_session_requests`` accepted requests wait to be sent
-(more are answered ``busy``), and the outbox holds them plus ``OUTBOX_SPARE`` error frames;
-beyond that the receiver stops reading, so a client that floods without reading is slowed
-by TCP instead of growing the server's memory.
+(more are answered ``busy``), and at most ``MAX_PENDING_ERRORS`` error frames wait behind
+them; a client that floods the session with bad messages without reading the answers
+goes past that and is closed with 1008 (policy violation). The receiver never waits on
+the sender, so pings are answered however slowly synthesis goes.
 """
 
 from __future__ import annotations
@@ -60,8 +61,10 @@ class _Accepted:
 
 
 _CLOSE = object()
-OUTBOX_SPARE = 16
-"""Error frames the outbox holds beside the accepted requests before the receiver waits."""
+MAX_PENDING_ERRORS = 4096
+"""Error frames waiting to be sent, beyond which the session is closed with 1008."""
+CLOSE_TIMEOUT_S = 5.0
+"""How long the close frame may take to leave (a client that never reads blocks it)."""
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +75,13 @@ class BidiSession:
         self.service = service
         self.state = SessionState.OPEN
         self.listener = Listener()
-        self._outbox: asyncio.Queue[_Accepted | ErrorFrame | object] = asyncio.Queue(
-            service.settings.max_session_requests + OUTBOX_SPARE
-        )
+        self._outbox: asyncio.Queue[_Accepted | ErrorFrame | object] = asyncio.Queue()
+        """Bounded by construction: ``max_session_requests`` accepted requests, at most
+        ``MAX_PENDING_ERRORS`` error frames and one close marker."""
+        self._pending_errors = 0
         self._accepted: list[_Accepted] = []
         self._last_activity = time.monotonic()
-        self._going_away = asyncio.Event()
+        self._close_now: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._sending = False
         self._sent = asyncio.Event()
         """Set by the sender after each item; the sequential mode waits on it."""
@@ -89,19 +93,24 @@ class BidiSession:
 
     def go_away(self) -> None:
         """Close with 1001 now (the server is shutting down); unsent requests are dropped."""
-        self._going_away.set()
+        self._close_at_once(1001)
+
+    def _close_at_once(self, code: int) -> None:
+        if not self._close_now.done():
+            self._close_now.set_result(code)
 
     async def run(self) -> None:
         """Serve the session until close, disconnect, idle timeout or shutdown; never leave
         work behind, and never hang: a sender that breaks closes the session with 1011."""
         receiver = asyncio.create_task(self._receive_loop(), name="session-receiver")
         sender = asyncio.create_task(self._send_loop(), name="session-sender")
-        going_away = asyncio.create_task(self._going_away.wait(), name="session-going-away")
-        tasks = (receiver, sender, going_away)
+        tasks = (receiver, sender, self._close_now)
         try:
-            code = await self._outcome(receiver, sender, going_away)
+            code = await self._outcome(receiver, sender, self._close_now)
             if code is not None:
-                await self.websocket.close(code=code)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                        await self.websocket.close(code=code)
         except WebSocketDisconnect:
             pass
         except Exception:
@@ -115,16 +124,16 @@ class BidiSession:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _outcome(self, receiver: asyncio.Task, sender: asyncio.Task, going_away: asyncio.Task) -> int | None:
+    async def _outcome(self, receiver: asyncio.Task, sender: asyncio.Task, close_now: asyncio.Future[int]) -> int | None:
         """The close code the session ends with, once one of its tasks has ended."""
-        done, _ = await asyncio.wait((receiver, sender, going_away), return_when=asyncio.FIRST_COMPLETED)
-        if receiver in done and going_away not in done:
+        done, _ = await asyncio.wait((receiver, sender, close_now), return_when=asyncio.FIRST_COMPLETED)
+        if receiver in done and close_now not in done:
             receiver.result()  # a client disconnect ends the session here
             if self.state is not SessionState.CLOSING:
                 return None
-            done, _ = await asyncio.wait((sender, going_away), return_when=asyncio.FIRST_COMPLETED)
-        if going_away in done:
-            return 1001
+            done, _ = await asyncio.wait((sender, close_now), return_when=asyncio.FIRST_COMPLETED)
+        if close_now in done:
+            return close_now.result()
         if sender.cancelled() or sender.exception() is None:
             return 1000
         if isinstance(sender.exception(), WebSocketDisconnect):
@@ -161,7 +170,7 @@ class BidiSession:
             if remaining <= 0:
                 if self.idle:
                     self.state = SessionState.CLOSING
-                    await self._outbox.put(_CLOSE)
+                    self._outbox.put_nowait(_CLOSE)
                     return None
                 remaining = idle_timeout_s
             try:
@@ -184,7 +193,7 @@ class BidiSession:
             return
         if isinstance(message, CloseRequest):
             self.state = SessionState.CLOSING
-            await self._outbox.put(_CLOSE)
+            self._outbox.put_nowait(_CLOSE)
         elif isinstance(message, CancelRequest):
             self._cancel(message.request_id)
         else:
@@ -209,12 +218,17 @@ class BidiSession:
             return
         accepted = _Accepted(request, job)
         self._accepted.append(accepted)
-        await self._outbox.put(accepted)
+        self._outbox.put_nowait(accepted)
 
     async def _reject(self, code: ErrorCode | str, message: str, request_id: str | None) -> None:
-        """Answer with an error frame; waits while the outbox is full (the client is not reading)."""
+        """Answer with an error frame, or close the session if too many are still unsent."""
         self.service.metrics.errors.labels(code=str(code)).inc()
-        await self._outbox.put(ErrorFrame(request_id=request_id, code=str(code), message=message))
+        if self._pending_errors >= MAX_PENDING_ERRORS:
+            log.warning("closing a session with %d unread error frames (1008)", self._pending_errors)
+            self._close_at_once(1008)
+            return
+        self._pending_errors += 1
+        self._outbox.put_nowait(ErrorFrame(request_id=request_id, code=str(code), message=message))
 
     def _cancel(self, request_id: str | None) -> None:
         for accepted in self._accepted:
@@ -236,6 +250,7 @@ class BidiSession:
             self._sending = True
             try:
                 if isinstance(item, ErrorFrame):
+                    self._pending_errors -= 1
                     await self._send(item.to_json())
                 else:
                     assert isinstance(item, _Accepted)

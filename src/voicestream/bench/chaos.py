@@ -81,22 +81,26 @@ def session_url(base_url: str) -> str:
 async def run_probes(base_url: str, probes: list[Probe], timeout_s: float = 120.0) -> SessionReport:
     """Send `probes` on one session while reading its answers; check each answer in order."""
     report = SessionReport(valid_sent=sum(p.expect == AUDIO for p in probes))
-    async with asyncio.timeout(timeout_s), connect(session_url(base_url), max_size=None) as ws:
+    async with connect(session_url(base_url), max_size=None) as ws:
         sending = asyncio.create_task(_send_all(ws, probes))
         index = 0
         try:
-            for index, probe in enumerate(probes):
-                kinds, audio, last = await _answer(ws)
-                if last["type"] == "error":
-                    report.errors[last["code"]] += 1
-                got = AUDIO if kinds == ["synthesis_start", "synthesis_complete"] and audio else last.get("code")
-                if probe.expect == AUDIO and got == AUDIO and last["audio_bytes"] == audio:
-                    report.completed += 1
-                elif got != probe.expect:
-                    report.mismatches.append(f"message {index}: expected {probe.expect}, got {kinds} {last}")
+            async with asyncio.timeout(timeout_s):
+                for index, probe in enumerate(probes):
+                    kinds, audio, last = await _answer(ws)
+                    if last["type"] == "error":
+                        report.errors[last["code"]] += 1
+                    got = AUDIO if kinds == ["synthesis_start", "synthesis_complete"] and audio else last.get("code")
+                    if probe.expect == AUDIO and got == AUDIO and last["audio_bytes"] == audio:
+                        report.completed += 1
+                    elif got != probe.expect:
+                        report.mismatches.append(f"message {index}: expected {probe.expect}, got {kinds} {last}")
         except ConnectionClosed as closed:
             report.mismatches.append(f"session closed after {index} answers: {closed}")
+        except TimeoutError:
+            report.mismatches.append(f"no answer to message {index} within {timeout_s:g} s")
         finally:
+            sending.cancel()
             await asyncio.gather(sending, return_exceptions=True)
     return report
 
@@ -125,7 +129,7 @@ async def fuzz(base_url: str, sessions: int, messages: int, seed: int) -> list[S
     """`sessions` concurrent sessions, each sending `messages` fuzzed messages (a third valid)."""
     rng = random.Random(seed)
     plans = [fuzz_probes(rng, messages, 1 / 3, f"s{index}") for index in range(sessions)]
-    return list(await asyncio.gather(*(run_probes(base_url, plan) for plan in plans)))
+    return list(await asyncio.gather(*(run_probes(base_url, plan, 600) for plan in plans)))
 
 
 # --- soak ------------------------------------------------------------------------------------

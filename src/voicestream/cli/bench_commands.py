@@ -113,7 +113,7 @@ def bench_chaos(
     sessions: Annotated[int, typer.Option(min=1, help="Concurrent sessions of the soak.")] = 32,
     duration: Annotated[float, typer.Option(min=1, help="Seconds the soak lasts.")] = 120.0,
     fuzz_sessions: Annotated[int, typer.Option("--fuzz-sessions", min=1, help="Concurrent fuzzed sessions.")] = 8,
-    fuzz_messages: Annotated[int, typer.Option("--fuzz-messages", min=1, help="Messages per fuzzed session.")] = 60,
+    fuzz_messages: Annotated[int, typer.Option("--fuzz-messages", min=1, help="Messages per fuzzed session.")] = 30,
     seed: Annotated[int, typer.Option(help="Seed of the fuzzed messages.")] = 1,
     json_file: JsonFile = None,
     model_dir: ModelDir = None,

@@ -37,6 +37,9 @@ LLM_SEED = 7
 """Any fixed seed: the same prompt gets the same answer in both chunking modes."""
 LLM_MAX_TOKENS = 120
 """Two or three sentences: enough to hear the opening sentence and what follows it."""
+ANSWER_TIMEOUT_S = 1800.0
+"""A batch answer sends nothing until all of it is synthesized: on a busy shared CPU that
+can take many minutes, and is still a measurement, not a failure."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +141,9 @@ def measure_e2e(
         sentence_app = create_app(AgentSettings(speech_url=speech_url, first_clause_words=None), llm=llm)
         latency_url = stack.enter_context(running_agent(latency_app))
         sentence_url = stack.enter_context(running_agent(sentence_app))
-        mode_results = asyncio.run(compare(latency_url, prompt, modes, trials)) if modes else []
+        mode_results = (
+            asyncio.run(compare(latency_url, prompt, modes, trials, timeout_s=ANSWER_TIMEOUT_S)) if modes else []
+        )
         pairs = asyncio.run(_latency_against_sentence(latency_url, sentence_url, prompts))
     comparisons = [
         ModeComparison(p, latency, sentence, _wer(latency, transcribe), _wer(sentence, transcribe))
@@ -151,7 +156,10 @@ async def _latency_against_sentence(
     latency_url: str, sentence_url: str, prompts: Sequence[str]
 ) -> list[tuple[ModeResult, ModeResult]]:
     """Each prompt in both modes, one answer at a time, after one unmeasured warm-up."""
-    async with AsyncAgentClient(latency_url) as latency, AsyncAgentClient(sentence_url) as sentence:
+    async with (
+        AsyncAgentClient(latency_url, timeout_s=ANSWER_TIMEOUT_S) as latency,
+        AsyncAgentClient(sentence_url, timeout_s=ANSWER_TIMEOUT_S) as sentence,
+    ):
         await latency.ask(prompts[0])
         return [
             (await measure(latency, prompt, "bidi"), await measure(sentence, prompt, "bidi"))

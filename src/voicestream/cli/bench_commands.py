@@ -138,6 +138,7 @@ def bench_e2e(
     prompt: Annotated[str, typer.Option(help="The prompt every mode answers.")] = AGENT_PROMPT,
     wer: Annotated[bool, typer.Option("--wer/--no-wer", help="Score the spoken answers with Whisper tiny.en.")] = True,
     modes: Annotated[bool, typer.Option("--modes/--no-modes", help="Measure bidi, batch and batch-stream.")] = True,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Cap on each answer's tokens.")] = 120,
     model_dir: ModelDir = None,
 ) -> None:
     """The pipeline end to end: bidi vs batch vs batch-stream, and latency mode vs sentence mode."""
@@ -146,5 +147,7 @@ def bench_e2e(
 
     engine = load_engine(model_dir)
     with whisper_transcriber() if wer else contextlib.nullcontext() as transcribe:
-        report = measure_e2e(engine, prompt, trials, transcribe=transcribe, modes=AGENT_MODES if modes else ())
+        report = measure_e2e(
+            engine, prompt, trials, transcribe=transcribe, modes=AGENT_MODES if modes else (), max_tokens=max_tokens
+        )
     typer.echo(report.render())

@@ -79,7 +79,8 @@ class LocalLlamaModel(Model):
 
     A 135M model loops on a phrase when decoding greedily; a low temperature with a mild
     repeat penalty keeps its answers on track. A `seed` makes its sampling repeatable: the
-    same prompt gets the same answer (benchmarks compare settings on equal answers).
+    same prompt gets the same answer (benchmarks compare settings on equal answers); the prompt
+is then evaluated afresh each time rather than reusing the previous one's cache.
     """
 
     def __init__(
@@ -208,6 +209,8 @@ class LocalLlamaModel(Model):
     ) -> Iterator[tuple[str, Any]]:
         """Runs in the worker thread: ("text", delta)... then ("finish", (reason, usage))."""
         llama = self._loaded()
+        if self.config.get("seed") is not None:
+            llama.reset()  # a reused prompt prefix changes the logits slightly, and the answer
         output_tokens = 0
         finish_reason = None
         completion = llama.create_chat_completion(

@@ -38,8 +38,9 @@ LLM_SEED = 7
 LLM_MAX_TOKENS = 120
 """Two or three sentences: enough to hear the opening sentence and what follows it."""
 ANSWER_TIMEOUT_S = 1800.0
-"""A batch answer sends nothing until all of it is synthesized: on a busy shared CPU that
-can take many minutes, and is still a measurement, not a failure."""
+"""The caller's and the agent's patience: a batch answer sends nothing until all of it is
+synthesized, and a long first sentence may take a minute on a busy shared CPU; both are
+measurements here, not failures."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,10 @@ class E2EReport:
         different = [c.prompt for c in self.comparisons if not c.same_answer]
         if different:
             lines.append(f"answers differed between the modes for: {different}")
+        for c in self.comparisons:
+            for name, result in (("latency", c.latency), ("sentence", c.sentence)):
+                if result.error:
+                    lines.append(f"failed: {c.prompt!r} in {name} mode: {result.error}")
         return "\n".join(lines)
 
 
@@ -133,12 +138,16 @@ def measure_e2e(
     """Run both measurements; `transcribe` scores the spoken answers (None: no WER)."""
     from voicestream.agent.app import AgentSettings, create_app, running_agent
     from voicestream.agent.llm import create_model
+    from voicestream.agent.runtime import AnswerLimits
 
     logging.getLogger("bedrock_agentcore").setLevel(logging.WARNING)
     llm = create_model("local", max_tokens=max_tokens, seed=LLM_SEED)
     with running_server(engine) as speech_url, contextlib.ExitStack() as stack:
-        latency_app = create_app(AgentSettings(speech_url=speech_url), llm=llm)
-        sentence_app = create_app(AgentSettings(speech_url=speech_url, first_clause_words=None), llm=llm)
+        limits = AnswerLimits(answer_timeout_s=ANSWER_TIMEOUT_S, speech_timeout_s=ANSWER_TIMEOUT_S)
+        latency_app = create_app(AgentSettings(speech_url=speech_url, limits=limits), llm=llm)
+        sentence_app = create_app(
+            AgentSettings(speech_url=speech_url, first_clause_words=None, limits=limits), llm=llm
+        )
         latency_url = stack.enter_context(running_agent(latency_app))
         sentence_url = stack.enter_context(running_agent(sentence_app))
         mode_results = (

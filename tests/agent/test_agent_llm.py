@@ -19,7 +19,13 @@ from strands import Agent
 from tests.agent.agent_checks import PROMPT, settled
 
 from voicestream.agent.app import free_port
-from voicestream.agent.llm import SYSTEM_PROMPT, LLMConfigError, create_model, stream_text
+from voicestream.agent.llm import (
+    SYSTEM_PROMPT,
+    LLMConfigError,
+    create_model,
+    stream_text,
+    system_prompt,
+)
 from voicestream.agent.local_llm import LocalLlamaModel, LocalModelError, default_model_path
 
 
@@ -147,3 +153,9 @@ def test_create_model_explains_what_is_wrong(monkeypatch, provider, options, pro
 def test_missing_gguf_file_is_named(tmp_path):
     with pytest.raises(LocalModelError, match="no GGUF model file at"):
         create_model("local", model=str(tmp_path / "missing.gguf"))
+
+
+def test_the_system_prompt_asks_for_the_voices_language() -> None:
+    assert system_prompt("es").startswith(SYSTEM_PROMPT) and "answer in Spanish" in system_prompt("es")
+    assert "Japanese" in system_prompt("ja") and "Chinese (Mandarin)" in system_prompt("zh")
+    assert system_prompt("en-us") == system_prompt("en-gb") == SYSTEM_PROMPT

@@ -44,6 +44,8 @@ def test_say_other_formats_and_rates(tmp_path: Path, name: str, format: str, rat
     (["--speed", "3"], "between 0.5 and 2.0"),
     (["--format", "wma"], "mp3"),
     (["--sample-rate", "11025"], "24000"),
+    (["--lang", "tlh"], "pt-br"),
+    (["--voice", "af_bella+ef_dora"], "(en-us, es)"),
 ])
 def test_say_bad_options_are_clear_errors(tmp_path: Path, args: list[str], expected: str) -> None:
     result = run_cli("say", "Hi.", "-o", str(tmp_path / "x.wav"), *args)
@@ -83,10 +85,12 @@ def test_say_empty_text(tmp_path: Path) -> None:
     assert result.returncode == 2 and "empty" in result.stderr
 
 
-def test_voices_lists_all_54() -> None:
+def test_voices_lists_all_54_with_language_and_gender() -> None:
     result = run_cli("voices")
     assert result.returncode == 0
-    assert len(result.stdout.split()) == 54 and "af_heart" in result.stdout.split()
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert len(rows) == 54
+    assert ["af_heart", "en-us", "female"] in rows and ["jm_kumo", "ja", "male"] in rows
 
 
 def test_models_list_shows_the_cache() -> None:

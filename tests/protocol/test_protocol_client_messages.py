@@ -85,7 +85,7 @@ def test_sample_client_message_without_type_is_a_synthesis_with_defaults(frame: 
 
 @FRAME_KINDS
 def test_unknown_fields_are_ignored(frame: Frame) -> None:
-    raw = '{"text":"Hi.","lang":"en-us","stream":true,"nested":{"a":[1,2]},"request_id":"x"}'
+    raw = '{"text":"Hi.","pitch":"high","stream":true,"nested":{"a":[1,2]},"request_id":"x"}'
     assert parse_client_message(frame(raw)) == SynthesizeRequest(text="Hi.", request_id="x")
 
 

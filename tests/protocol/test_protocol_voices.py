@@ -11,6 +11,10 @@ from voicestream.protocol import (
     ErrorCode,
     ProtocolError,
     describe_voice,
+    parse_agent_request,
+    parse_client_message,
+    parse_openai_request,
+    parse_post_request,
     parse_voice,
     resolve_language,
     voice_catalog,
@@ -100,3 +104,16 @@ def test_blend_weights_always_sum_to_one_in_their_proportions(parts: list[tuple[
 def test_every_language_has_its_own_letter() -> None:
     assert len({language.letter for language in LANGUAGES.values()}) == len(LANGUAGES)
 
+
+@pytest.mark.parametrize(("parse", "text_field"), [
+    (parse_client_message, "text"), (parse_post_request, "text"),
+    (parse_openai_request, "input"), (parse_agent_request, "prompt"),
+])
+def test_every_request_takes_lang_normalized(parse, text_field: str) -> None:
+    assert parse(f'{{"{text_field}":"Hola.","lang":"ES"}}').lang == "es"
+    assert parse(f'{{"{text_field}":"Hola."}}').lang is None
+    for bad in ('"tlh"', "3", '["es"]'):
+        with pytest.raises(ProtocolError) as caught:
+            parse(f'{{"{text_field}":"Hola.","lang":{bad}}}')
+        assert caught.value.code is ErrorCode.UNSUPPORTED_LANGUAGE
+        assert "en-us" in caught.value.message

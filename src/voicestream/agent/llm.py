@@ -14,6 +14,8 @@ from strands import Agent
 from strands.models import Model
 from strands.types.exceptions import MaxTokensReachedException
 
+from voicestream.protocol import DEFAULT_LANGUAGE, LANGUAGES
+
 PROVIDERS = ("local", "openai", "bedrock")
 DEFAULT_MAX_TOKENS = 300
 DEFAULT_BEDROCK_MODEL = "us.amazon.nova-lite-v1:0"
@@ -24,6 +26,14 @@ SYSTEM_PROMPT = (
     "lists, headings, code, tables, links or emoji."
 )
 """Asks for answers a speech engine can read as they are: prose, no formatting."""
+
+
+def system_prompt(language: str = DEFAULT_LANGUAGE) -> str:
+    """`SYSTEM_PROMPT`, asking for answers in `language` when the voice speaks another one
+    than English (a small local model otherwise answers a Spanish voice in English)."""
+    if language.startswith("en") or language not in LANGUAGES:
+        return SYSTEM_PROMPT
+    return f"{SYSTEM_PROMPT} Always answer in {LANGUAGES[language].name}, whatever language the user writes in."
 
 
 class LLMConfigError(ValueError):
@@ -100,10 +110,12 @@ def _check_options(provider: str, options: dict[str, Any], known: set[str]) -> N
         raise LLMConfigError(f"unknown options for {provider}: {', '.join(unknown)}")
 
 
-async def stream_text(agent_or_model: Agent | Model, prompt: str) -> AsyncGenerator[str, None]:
+async def stream_text(
+    agent_or_model: Agent | Model, prompt: str, language: str = DEFAULT_LANGUAGE
+) -> AsyncGenerator[str, None]:
     """The answer to `prompt`, as the text deltas the model streams.
 
-    A model is streamed directly, with `SYSTEM_PROMPT`, one user turn and no tools: that is
+    A model is streamed directly, with `system_prompt(language)`, one user turn and no tools: that is
     all a spoken answer needs, and closing this generator closes the model's stream, which
     stops its generation at once (the local model at the next token). An agent is streamed
     through `Agent.stream_async` with its own system prompt and tools; closing this generator
@@ -117,7 +129,7 @@ async def stream_text(agent_or_model: Agent | Model, prompt: str) -> AsyncGenera
                 yield text
         return
     stream = agent_or_model.stream(
-        [{"role": "user", "content": [{"text": prompt}]}], system_prompt=SYSTEM_PROMPT
+        [{"role": "user", "content": [{"text": prompt}]}], system_prompt=system_prompt(language)
     )
     try:
         async for event in stream:

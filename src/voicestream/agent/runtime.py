@@ -60,6 +60,7 @@ from voicestream.protocol import (
     SentenceSent,
     TextDelta,
     new_request_id,
+    voice_language,
 )
 from voicestream.protocol import AudioChunk as AudioChunkEvent
 from voicestream.text import ChunkSchedule, IncrementalSentenceChunker, normalize_for_speech
@@ -127,6 +128,8 @@ class _Answer:
     def __init__(self, request: AgentRequest, request_id: str) -> None:
         self.request = request
         self.request_id = request_id
+        self.language = request.lang or voice_language(request.voice)
+        """What the answer is written and read in: the request's `lang`, else its voice's."""
         self.queue: asyncio.Queue[dict[str, Any] | _Finished | _Failure] = asyncio.Queue()
         self._started = time.perf_counter()
         self.text_seq = 0
@@ -193,6 +196,7 @@ async def connect_speech(speech_url: str, request: AgentRequest) -> SpeechSessio
         speed=request.speed,
         format=AUDIO_FORMAT,
         sample_rate=SAMPLE_RATE,
+        lang=request.lang,
     )
 
 
@@ -274,7 +278,7 @@ async def _text_task(
     parts: list[str] = []
 
     async def speak(text: str | None) -> None:
-        spoken = normalize_for_speech(text) if text else ""
+        spoken = normalize_for_speech(text, answer.language) if text else ""
         if not spoken.strip():
             return
         session = await connecting
@@ -285,7 +289,7 @@ async def _text_task(
         answer.sentences += 1
 
     try:
-        stream = stream_text(llm, answer.request.prompt)
+        stream = stream_text(llm, answer.request.prompt, answer.language)
         try:
             while True:
                 try:

@@ -56,6 +56,9 @@ def say(
     ] = None,
     speed: Annotated[float, typer.Option(help="Speaking rate, 0.5 to 2.0.")] = 1.0,
     sample_rate: Annotated[int, typer.Option("--sample-rate", help="Output sample rate in Hz.")] = 24000,
+    lang: Annotated[
+        str | None, typer.Option("--lang", help="Read the text as this language (es, fr, ja...); default: the voice's.")
+    ] = None,
     model_dir: ModelDir = None,
     device: Device = "cpu",
 ) -> None:
@@ -73,13 +76,13 @@ def say(
     engine = load_engine(model_dir, device, warm_up=False)
     engine.max_text_chars = max(engine.max_text_chars, len(text))  # a file may be a book: audio streams to disk
     try:
-        engine.check(text, voice, speed)
+        engine.check(text, voice, speed, lang)
     except InvalidInputError as error:
         stderr.print(f"[red]error:[/red] {error.message}")
         raise typer.Exit(2) from None
     samples = 0
     with output.open("wb") as out, text_progress(len(text)) as advance:
-        for chunk in engine.stream_parallel(text, voice, speed, progress=advance):
+        for chunk in engine.stream_parallel(text, voice, speed, progress=advance, language=lang):
             samples += chunk.size
             out.write(encoder.encode(chunk))
         out.write(encoder.finish())
@@ -105,8 +108,9 @@ def _read_text(text: str, file: Path | None) -> str:
 
 @app.command()
 def voices(model_dir: ModelDir = None) -> None:
-    """List the available voices."""
+    """List the available voices with their language and gender (blend them as a+b or a(2)+b(1))."""
     from voicestream.engine import EngineError, resolve_weights
+    from voicestream.protocol import voice_catalog
 
     try:
         with weights_progress() as progress:
@@ -114,8 +118,8 @@ def voices(model_dir: ModelDir = None) -> None:
     except EngineError as error:
         stderr.print(f"[red]error:[/red] {error.message}")
         raise typer.Exit(2) from None
-    for name in files.voice_names():
-        typer.echo(name)
+    for info in voice_catalog(files.voice_names()):
+        typer.echo(f"{info.name:16} {info.language or '-':6} {info.gender or '-'}")
 
 
 @models_app.command("pull")

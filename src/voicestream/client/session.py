@@ -94,7 +94,8 @@ class SpeechSession:
     """One persistent session with a speech server, over any `Transport`.
 
     Make one with `await SpeechSession.connect(...)` and use it as an async context manager;
-    `voice`, `speed`, `format` and `sample_rate` apply to every request of the session.
+    `voice`, `speed`, `lang`, `format` and `sample_rate` apply to every request of the
+    session (`lang` None: each voice speaks its own language).
     """
 
     def __init__(
@@ -106,10 +107,12 @@ class SpeechSession:
         format: AudioFormat,
         sample_rate: int,
         close_timeout: float,
+        lang: str | None = None,
     ) -> None:
         self.transport = transport
         self.voice = voice
         self.speed = speed
+        self.lang = lang
         self.format = format
         self.sample_rate = sample_rate
         self._close_timeout = close_timeout
@@ -136,6 +139,7 @@ class SpeechSession:
         format: AudioFormat = "pcm16",
         sample_rate: int = DEFAULT_SAMPLE_RATE,
         close_timeout: float = 10.0,
+        lang: str | None = None,
     ) -> SpeechSession:
         """Connect `transport` (or a `WebSocketTransport` to the URL given) and start a session.
 
@@ -152,6 +156,7 @@ class SpeechSession:
             format=format,
             sample_rate=sample_rate,
             close_timeout=close_timeout,
+            lang=lang,
         )
 
     @property
@@ -199,18 +204,19 @@ class SpeechSession:
             self._requests[request_id] = request
             self._idle.clear()
             try:
-                await self.transport.send(
-                    {
-                        "type": "synthesize",
-                        "text": text,
-                        "request_id": request_id,
-                        "voice": voice or self.voice,
-                        "speed": self.speed if speed is None else speed,
-                        "format": self.format,
-                        "sample_rate": self.sample_rate,
-                        "request_timestamp": time.time(),
-                    }
-                )
+                message = {
+                    "type": "synthesize",
+                    "text": text,
+                    "request_id": request_id,
+                    "voice": voice or self.voice,
+                    "speed": self.speed if speed is None else speed,
+                    "format": self.format,
+                    "sample_rate": self.sample_rate,
+                    "request_timestamp": time.time(),
+                }
+                if self.lang is not None:
+                    message["lang"] = self.lang
+                await self.transport.send(message)
             except SpeechError:
                 self._forget(request)
                 raise

@@ -6,8 +6,10 @@ from voicestream.engine.errors import (
     EngineError,
     InvalidInputError,
     InvalidSpeedError,
+    InvalidVoiceBlendError,
     TextTooLongError,
     UnknownVoiceError,
+    UnsupportedLanguageError,
     WeightsNotFoundError,
 )
 from voicestream.engine.kokoro import (
@@ -30,11 +32,13 @@ __all__ = [
     "EngineError",
     "InvalidInputError",
     "InvalidSpeedError",
+    "InvalidVoiceBlendError",
     "KokoroEngine",
     "ModelFiles",
     "Piece",
     "TextTooLongError",
     "UnknownVoiceError",
+    "UnsupportedLanguageError",
     "WeightsNotFoundError",
     "resolve_weights",
 ]

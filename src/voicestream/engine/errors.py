@@ -33,6 +33,14 @@ class InvalidSpeedError(InvalidInputError):
     code = "invalid_speed"
 
 
+class UnsupportedLanguageError(InvalidInputError):
+    code = "unsupported_language"
+
+
+class InvalidVoiceBlendError(InvalidInputError):
+    code = "invalid_voice_blend"
+
+
 class WeightsNotFoundError(EngineError):
     """No source could provide verified weights."""
 

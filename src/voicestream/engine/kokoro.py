@@ -26,14 +26,25 @@ from voicestream.engine.errors import (
     DeviceUnavailableError,
     EmptyTextError,
     InvalidSpeedError,
+    InvalidVoiceBlendError,
     TextTooLongError,
     UnknownVoiceError,
+    UnsupportedLanguageError,
 )
 from voicestream.engine.phonemes import Phonemizer, split_phonemes
 from voicestream.engine.silence import PAUSE_AFTER_CLAUSE_S, PAUSE_AFTER_SENTENCE_S, trim_silence
 from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights
-from voicestream.protocol import DEFAULT_VOICE, MAX_SPEED, MIN_SPEED
+from voicestream.protocol import (
+    DEFAULT_LANGUAGE,
+    DEFAULT_VOICE,
+    MAX_SPEED,
+    MIN_SPEED,
+    ErrorCode,
+    ProtocolError,
+    parse_voice,
+    resolve_language,
+)
 from voicestream.text import IncrementalSentenceChunker, normalize_for_speech
 
 if TYPE_CHECKING:
@@ -170,7 +181,18 @@ class KokoroEngine:
         """The voice's style pack, (510, 1, 256) float32: what other Kokoro runtimes load."""
         return self._voices.pack(voice)
 
-    def check(self, text: str, voice: str, speed: float) -> None:
+    def language_for(self, voice: str, language: str | None = None) -> str:
+        """The language to speak: ``language`` if given (short forms accepted), else the voice's.
+
+        Raises :class:`UnsupportedLanguageError` or :class:`InvalidVoiceBlendError`.
+        """
+        try:
+            return resolve_language(language) if language is not None else parse_voice(voice).language
+        except ProtocolError as error:
+            kind = UnsupportedLanguageError if error.code is ErrorCode.UNSUPPORTED_LANGUAGE else InvalidVoiceBlendError
+            raise kind(error.message) from None
+
+    def check(self, text: str, voice: str, speed: float, language: str | None = None) -> None:
         """Raise the typed error for the first thing wrong with a request, before any work starts."""
         if not text or not text.strip():
             raise EmptyTextError("The text is empty; send at least one word to speak.")
@@ -178,21 +200,23 @@ class KokoroEngine:
             raise TextTooLongError(
                 f"The text has {len(text)} characters; at most {self.max_text_chars} are accepted in one request."
             )
-        if voice not in self._voices:
-            raise UnknownVoiceError(f"Unknown voice {voice!r}. Available voices: {', '.join(self.voices)}.")
+        self.language_for(voice, language)
+        for name in parse_voice(voice).names:
+            if name not in self._voices:
+                raise UnknownVoiceError(f"Unknown voice {name!r}. Available voices: {', '.join(self.voices)}.")
         if not MIN_SPEED <= speed <= MAX_SPEED:
             raise InvalidSpeedError(f"Speed {speed} is out of range; it must be between {MIN_SPEED} and {MAX_SPEED}.")
 
-    def plan(self, text: str) -> Iterator[Piece]:
+    def plan(self, text: str, language: str = DEFAULT_LANGUAGE) -> Iterator[Piece]:
         """The pieces of ``text`` in speaking order, phonemized lazily one sentence at a time.
 
         Markup, emoji and symbols are rewritten for speech first (the text layer's
-        normalizer). Laziness matters: phonemizing a long block up front would delay its
-        first audio.
+        normalizer, with ``language``'s rules). Laziness matters: phonemizing a long block
+        up front would delay its first audio.
         """
-        sentences = split_sentences(normalize_for_speech(text))
+        sentences = split_sentences(normalize_for_speech(text, language))
         for s_index, sentence in enumerate(sentences):
-            batches = split_phonemes(self._phonemizer.phonemize(sentence))
+            batches = split_phonemes(self._phonemizer.phonemize(sentence, language))
             for b_index, phonemes in enumerate(batches):
                 first = s_index == 0 and b_index == 0
                 yield Piece(
@@ -225,11 +249,17 @@ class KokoroEngine:
         return audio
 
     def stream(
-        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, threads: int = 1
+        self,
+        text: str,
+        voice: str = DEFAULT_VOICE,
+        speed: float = 1.0,
+        threads: int = 1,
+        language: str | None = None,
     ) -> Iterator[np.ndarray]:
-        """Audio of ``text`` piece by piece (blocking), each run on `threads` threads."""
-        self.check(text, voice, speed)
-        for piece in self.plan(text):
+        """Audio of ``text`` piece by piece (blocking), each run on `threads` threads;
+        ``language`` overrides the voice's."""
+        self.check(text, voice, speed, language)
+        for piece in self.plan(text, self.language_for(voice, language)):
             yield self.render(piece, voice, speed, threads)
 
     def stream_parallel(
@@ -238,13 +268,14 @@ class KokoroEngine:
         voice: str = DEFAULT_VOICE,
         speed: float = 1.0,
         progress: Callable[[int], None] | None = None,
+        language: str | None = None,
     ) -> Iterator[np.ndarray]:
         """Audio of ``text`` piece by piece (blocking), using every core: one single-threaded
         run per core in parallel, handed out in order; a text of one piece gets one run on
         every core. At most one piece per core is held ahead. `progress` is told how many
-        characters of sentences each handed-out piece finished."""
-        self.check(text, voice, speed)
-        pieces = self.plan(text)
+        characters of sentences each handed-out piece finished; ``language`` overrides the voice's."""
+        self.check(text, voice, speed, language)
+        pieces = self.plan(text, self.language_for(voice, language))
         first = next(pieces, None)
         second = next(pieces, None)
         if first is None:
@@ -264,14 +295,18 @@ class KokoroEngine:
                 if progress is not None and piece.ends_sentence:
                     progress(len(piece.text))
 
-    async def astream(self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0) -> AsyncIterator[np.ndarray]:
+    async def astream(
+        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, language: str | None = None
+    ) -> AsyncIterator[np.ndarray]:
         """Audio of ``text`` piece by piece; every blocking step runs in a worker thread."""
-        self.check(text, voice, speed)
-        pieces = self.plan(text)
+        self.check(text, voice, speed, language)
+        pieces = self.plan(text, self.language_for(voice, language))
         while (piece := await asyncio.to_thread(next, pieces, None)) is not None:
             yield await asyncio.to_thread(self.render, piece, voice, speed)
 
-    def synthesize(self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0) -> np.ndarray:
+    def synthesize(
+        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, language: str | None = None
+    ) -> np.ndarray:
         """The whole audio of ``text`` as one float32 array at 24 kHz."""
-        chunks = list(self.stream(text, voice, speed))
+        chunks = list(self.stream(text, voice, speed, language=language))
         return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)

@@ -1,7 +1,14 @@
-"""Grapheme-to-phoneme with espeak-ng (through phonemizer and espeakng-loader) and Kokoro's vocabulary.
+"""Grapheme-to-phoneme per language, and Kokoro's vocabulary.
 
-espeak-ng keeps process-global state, so every call goes through one lock; the backend is
-built once because building it per call costs more than phonemizing a sentence.
+Kokoro's voices were trained on the phonemes of Kokoro's own pipeline, so each language
+goes through the G2P that pipeline uses: espeak-ng (through phonemizer and espeakng-loader)
+for English, Spanish, French, Hindi, Italian and Portuguese, and ``misaki`` for Japanese
+(OpenJTalk's dictionary through fugashi and unidic-lite) and Chinese (jieba and pypinyin).
+
+Each language's G2P is built once, on first use, and shared by every request; each has
+its own lock because espeak-ng and OpenJTalk keep state that is not safe to share between
+threads (phonemizer loads a private copy of the espeak-ng library per backend, so two
+languages do not block each other).
 """
 
 from __future__ import annotations
@@ -11,7 +18,10 @@ import json
 import logging
 import re
 import threading
+from collections.abc import Callable
 from functools import cached_property
+
+from voicestream.protocol import DEFAULT_LANGUAGE, LANGUAGES
 
 MAX_PHONEMES = 510
 """Kokoro's context: 512 tokens less the two padding tokens."""
@@ -20,39 +30,106 @@ _SENTENCE_CUT = re.compile(r"(?<=[.!?…])\s+")
 _CLAUSE_CUT = re.compile(r"(?<=[,;:—])\s+")
 _WORD_CUT = re.compile(r"\s+")
 
+ESPEAK_LANGUAGES = frozenset({"en-us", "en-gb", "es", "fr-fr", "hi", "it", "pt-br"})
+MISAKI_LANGUAGES = frozenset({"ja", "zh"})
+
+_ESPEAK_TO_KOKORO = sorted({
+    "a^ɪ": "I", "a^ʊ": "W", "d^z": "ʣ", "d^ʒ": "ʤ", "e^ɪ": "A", "o^ʊ": "O", "ə^ʊ": "Q",
+    "s^s": "S", "t^s": "ʦ", "t^ʃ": "ʧ", "ɔ^ɪ": "Y",
+}.items())
+"""Tied espeak-ng diphthongs and affricates as the single symbols of Kokoro's vocabulary,
+the mapping Kokoro's pipeline applies to every non-English espeak-ng language."""
+
 
 def load_vocab() -> dict[str, int]:
     text = importlib.resources.files("voicestream.engine").joinpath("vocab.json").read_text(encoding="utf-8")
     return json.loads(text)["vocab"]
 
 
-class Phonemizer:
-    """Text to Kokoro token ids, one language per instance."""
+def _espeak_backend(language: str, tie: bool):
+    import espeakng_loader
+    from phonemizer.backend import EspeakBackend
+    from phonemizer.backend.espeak.wrapper import EspeakWrapper
 
-    def __init__(self, language: str = "en-us") -> None:
+    EspeakWrapper.set_library(espeakng_loader.get_library_path())
+    EspeakWrapper.set_data_path(espeakng_loader.get_data_path())
+    quiet = logging.getLogger("phonemizer")
+    quiet.setLevel(logging.ERROR)  # punctuation makes it warn about word counts on every line
+    return EspeakBackend(
+        language, preserve_punctuation=True, with_stress=True,
+        language_switch="remove-flags", logger=quiet, tie="^" if tie else False,
+    )
+
+
+class EspeakG2P:
+    """espeak-ng for one language. English keeps espeak's own symbols (what the English
+    voices were measured with); other languages get Kokoro's pipeline's mapping."""
+
+    def __init__(self, language: str) -> None:
         self.language = language
-        self.vocab = load_vocab()
+        self._english = language.startswith("en-")
         self._lock = threading.Lock()
 
     @cached_property
     def _backend(self):
-        import espeakng_loader
-        from phonemizer.backend import EspeakBackend
-        from phonemizer.backend.espeak.wrapper import EspeakWrapper
+        return _espeak_backend(self.language, tie=not self._english)
 
-        EspeakWrapper.set_library(espeakng_loader.get_library_path())
-        EspeakWrapper.set_data_path(espeakng_loader.get_data_path())
-        quiet = logging.getLogger("phonemizer")
-        quiet.setLevel(logging.ERROR)  # punctuation makes it warn about word counts on every line
-        return EspeakBackend(
-            self.language, preserve_punctuation=True, with_stress=True,
-            language_switch="remove-flags", logger=quiet,
-        )
-
-    def phonemize(self, text: str) -> str:
-        """IPA phonemes of ``text``, restricted to the symbols Kokoro knows, whitespace collapsed."""
+    def __call__(self, text: str) -> str:
+        if not self._english:  # as Kokoro's pipeline: parentheses become espeak's quote marks
+            text = text.replace("«", "“").replace("»", "”").replace("(", "«").replace(")", "»")
         with self._lock:
             raw = self._backend.phonemize([text], strip=True)[0]
+        if self._english:
+            return raw
+        for tied, single in _ESPEAK_TO_KOKORO:
+            raw = raw.replace(tied, single)
+        return raw.replace("^", "").replace("-", "").replace("«", "(").replace("»", ")")
+
+
+class MisakiG2P:
+    """misaki's Japanese or Chinese G2P, as Kokoro's pipeline builds it."""
+
+    def __init__(self, language: str) -> None:
+        self.language = language
+        self._lock = threading.Lock()
+
+    @cached_property
+    def _g2p(self) -> Callable[[str], tuple[str, object]]:
+        if self.language == "ja":
+            from misaki import ja
+
+            return ja.JAG2P()
+        from misaki import zh
+
+        return zh.ZHG2P()
+
+    def __call__(self, text: str) -> str:
+        with self._lock:
+            phonemes = self._g2p(text)[0]
+        return phonemes[0] if isinstance(phonemes, tuple) else phonemes  # misaki 0.9 zh nests a tuple
+
+
+class Phonemizer:
+    """Text in any supported language to Kokoro token ids; one G2P per language, built once."""
+
+    def __init__(self) -> None:
+        self.vocab = load_vocab()
+        self._lock = threading.Lock()
+        self._g2p: dict[str, EspeakG2P | MisakiG2P] = {}
+
+    def g2p(self, language: str) -> EspeakG2P | MisakiG2P:
+        """The shared G2P of ``language`` (a code of ``LANGUAGES``)."""
+        if language not in LANGUAGES:
+            raise ValueError(f"no G2P for language {language!r}")
+        with self._lock:
+            if language not in self._g2p:
+                kind = MisakiG2P if language in MISAKI_LANGUAGES else EspeakG2P
+                self._g2p[language] = kind(language)
+            return self._g2p[language]
+
+    def phonemize(self, text: str, language: str = DEFAULT_LANGUAGE) -> str:
+        """Phonemes of ``text``, restricted to the symbols Kokoro knows, whitespace collapsed."""
+        raw = self.g2p(language)(text)
         known = "".join(p for p in raw if p in self.vocab)
         return " ".join(known.split())
 

@@ -30,6 +30,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from voicestream.protocol._json import loads_strict
 from voicestream.protocol.errors import ErrorCode, ProtocolError
+from voicestream.protocol.voices import LANGUAGES, resolve_language
 
 AudioFormat = Literal["pcm16", "wav", "mp3", "aac", "opus", "flac", "mulaw"]
 AUDIO_FORMATS: tuple[str, ...] = get_args(AudioFormat)
@@ -85,7 +86,16 @@ def _not_blank(value: str) -> str:
     return value
 
 
+def _supported_language(value: str) -> str:
+    try:
+        return resolve_language(value)
+    except ProtocolError:
+        raise PydanticCustomError("unsupported_language", "unsupported language") from None
+
+
 SpokenText = Annotated[str, Field(strict=True), AfterValidator(_not_blank)]
+LanguageCode = Annotated[str, Field(strict=True), AfterValidator(_supported_language)]
+"""A language code of `LANGUAGES` (short forms such as `fr` accepted), normalized."""
 RequestId = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_REQUEST_ID_LENGTH)]
 Voice = Annotated[str, Field(strict=True)]
 Speed = Annotated[float, Field(strict=True, ge=MIN_SPEED, le=MAX_SPEED)]
@@ -133,6 +143,10 @@ _FIELD_PROBLEMS: Mapping[str, tuple[ErrorCode, str]] = {
         ErrorCode.INVALID_MESSAGE,
         f"audio_format must be {_one_of(SPOKEN_AUDIO_FORMATS)}",
     ),
+    "lang": (
+        ErrorCode.UNSUPPORTED_LANGUAGE,
+        f"lang must be a supported language code: {_one_of(tuple(LANGUAGES))}",
+    ),
 }
 
 
@@ -179,6 +193,7 @@ class SynthesizeRequest(InboundMessage):
     request_id: RequestId | None = None
     voice: Voice = DEFAULT_VOICE
     speed: Speed = 1.0
+    lang: LanguageCode | None = None
     format: AudioFormat = "pcm16"
     sample_rate: SampleRate = DEFAULT_SAMPLE_RATE
     request_timestamp: EpochSeconds | None = None
@@ -219,6 +234,7 @@ class PostSynthesisRequest(InboundMessage):
     request_id: RequestId | None = None
     voice: Voice = DEFAULT_VOICE
     speed: Speed = 1.0
+    lang: LanguageCode | None = None
     format: AudioFormat = "wav"
     sample_rate: SampleRate = DEFAULT_SAMPLE_RATE
     stream: Annotated[bool, Field(strict=True)] = True
@@ -240,6 +256,7 @@ class OpenAISpeechRequest(InboundMessage):
     voice: Voice = DEFAULT_VOICE
     response_format: OpenAIFormat = "mp3"
     speed: Speed = 1.0
+    lang: LanguageCode | None = None
     stream_format: Literal["audio", "sse"] | None = None
 
     field_problems: ClassVar[Mapping[str, tuple[ErrorCode, str]]] = {
@@ -340,6 +357,7 @@ class AgentRequest(InboundMessage):
     mode: AgentMode = "bidi"
     voice: Voice = DEFAULT_VOICE
     speed: Speed = 1.0
+    lang: LanguageCode | None = None
 
 
 _AUDIO_TOO_LARGE = f"audio must hold at most {MAX_SPOKEN_AUDIO_BYTES // (1024 * 1024)} MiB"
@@ -354,6 +372,7 @@ class AgentAudioRequest(InboundMessage):
     mode: AgentMode = "bidi"
     voice: Voice = DEFAULT_VOICE
     speed: Speed = 1.0
+    lang: LanguageCode | None = None
 
     @classmethod
     def describe_problem(cls, error: ErrorDetails) -> tuple[ErrorCode, str]:
@@ -371,7 +390,7 @@ class AgentAudioRequest(InboundMessage):
 
     def asking(self, prompt: str) -> AgentRequest:
         """The typed request this spoken one amounts to, once its words are known."""
-        return AgentRequest(prompt=prompt, mode=self.mode, voice=self.voice, speed=self.speed)
+        return AgentRequest(prompt=prompt, mode=self.mode, voice=self.voice, speed=self.speed, lang=self.lang)
 
 
 class AgentEventBase(WireModel):

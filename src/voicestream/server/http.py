@@ -97,9 +97,9 @@ async def _openai_sse_events(stream: AudioStream) -> AsyncIterator[bytes]:
 
 async def _start(
     service: SpeechService, text: str, voice: str, speed: float, format: str, sample_rate: int,
-    timestamp: float | None, request_id: str, route: str,
+    timestamp: float | None, request_id: str, route: str, language: str | None = None,
 ) -> AudioStream:
-    job = service.start(text, voice, speed, timestamp, Listener(), request_id, route)
+    job = service.start(text, voice, speed, timestamp, Listener(), request_id, route, language)
     return service.stream(job, format, sample_rate, route)
 
 
@@ -110,7 +110,7 @@ async def invocations(request: Request) -> Response:
         rid = body.request_id or "invocation"
         stream = await _start(
             service, body.text, body.voice, body.speed, body.format, body.sample_rate,
-            body.request_timestamp, rid, route="invocations",
+            body.request_timestamp, rid, route="invocations", language=body.lang,
         )
     except ProtocolError as error:
         return _rejected(service, error.code, error.message, http_status(error.code))
@@ -172,7 +172,7 @@ async def openai_speech(request: Request) -> Response:
         body = parse_openai_request(await read_body(request, service.settings.max_body_bytes))
         stream = await _start(
             service, body.input, body.kokoro_voice, body.speed, body.audio_format, 24000,
-            None, "openai", route="openai",
+            None, "openai", route="openai", language=body.lang,
         )
     except ProtocolError as error:
         return _rejected(service, error.code, error.message, http_status(error.code))

@@ -161,8 +161,11 @@ class SpeechService:
         self._sessions -= 1
         self.metrics.active_sessions.set(self._sessions)
 
-    def check(self, text: str, voice: str, speed: float, timestamp: float | None) -> None:
-        """Raise :class:`RequestRejected` for what only the server can judge: age, voice, length.
+    def check(
+        self, text: str, voice: str, speed: float, timestamp: float | None, language: str | None = None
+    ) -> str:
+        """Raise :class:`RequestRejected` for what only the server can judge: age, voice, length;
+        return the language the text will be read in.
 
         Format, sample rate and field types were already checked by the protocol layer's
         parsers, which answer with their own codes.
@@ -174,20 +177,23 @@ class SpeechService:
                 f"{self.settings.stale_after_s:g} s are refused.",
             )
         try:
-            self.engine.check(text, voice, speed)
+            self.engine.check(text, voice, speed, language)
+            return self.engine.language_for(voice, language)
         except InvalidInputError as error:
             raise RequestRejected(ErrorCode(error.code), error.message) from None
 
     def start(
         self, text: str, voice: str, speed: float, timestamp: float | None,
-        listener: Listener, request_id: str, route: str,
+        listener: Listener, request_id: str, route: str, language: str | None = None,
     ) -> SynthesisJob:
-        """Validate and queue one request; synthesis starts as soon as the scheduler allows."""
+        """Validate and queue one request; synthesis starts as soon as the scheduler allows.
+
+        ``language`` (the request's ``lang``) overrides the voice's own language."""
         if self.draining:
             raise RequestRejected(ErrorCode.BUSY, "The server is shutting down; try another instance.")
-        self.check(text, voice, speed, timestamp)
+        spoken_language = self.check(text, voice, speed, timestamp, language)
         try:
-            job = self.scheduler.submit(SynthesisJob(text, voice, speed, listener, request_id))
+            job = self.scheduler.submit(SynthesisJob(text, voice, speed, listener, request_id, spoken_language))
         except BusyError as error:
             raise RequestRejected(ErrorCode.BUSY, str(error)) from None
         self.metrics.requests.labels(route=route).inc()

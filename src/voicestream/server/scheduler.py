@@ -50,6 +50,7 @@ import numpy as np
 
 from voicestream.cpus import CPU_USE, lower_thread_priority
 from voicestream.engine import KokoroEngine, Piece
+from voicestream.protocol import DEFAULT_LANGUAGE
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,8 @@ class SynthesisJob:
     speed: float
     listener: Listener
     request_id: str = ""
+    language: str = DEFAULT_LANGUAGE
+    """What the text is read as: the request's ``lang``, else the voice's language."""
     state: JobState = JobState.QUEUED
     arrival: float = field(default_factory=time.monotonic)
     first_audio_at: float | None = None
@@ -289,7 +292,7 @@ class SynthesisScheduler:
     async def _step(self, job: SynthesisJob, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:
         """Render the job's next piece on ``pool`` and hand it over."""
         if job._pieces is None:
-            job._pieces = self.engine.plan(job.text)
+            job._pieces = self.engine.plan(job.text, job.language)
             job.state = JobState.SPEAKING
         started = time.perf_counter()
         first_audio = pool is self._first_audio_pool

@@ -211,7 +211,7 @@ class BidiSession:
         try:
             job = self.service.start(
                 request.text, request.voice, request.speed, request.request_timestamp,
-                self.listener, request.request_id or "", route="websocket",
+                self.listener, request.request_id or "", route="websocket", language=request.lang,
             )
         except RequestRejected as rejected:
             await self._reject(rejected.code, rejected.message, request.request_id)

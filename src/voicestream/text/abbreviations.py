@@ -90,7 +90,13 @@ DAY_MONTHS: frozenset[str] = (frozenset(MONTHS.values()) - {"March"}) | _words(
 
 WEEKDAYS: frozenset[str] = _words("Mon Tue Tues Wed Thu Thur Thurs Fri Sat Sun")
 
-_PREFIX: frozenset[str] = frozenset(TITLES) | _words(
+FOREIGN_TITLES: frozenset[str] = _words(
+    """Sra Srta Sres Dra Profa Ud Uds Vd Vds Dña Sig Sigg Dott Avv Ing MM Mmes Mlles Pr"""
+)
+"""Spanish, Italian, French and Portuguese titles ("Sra. Ruiz", "Dott. Rossi"); "Sr", "Mme"
+and "Dr" are already among the English ones."""
+
+_PREFIX: frozenset[str] = frozenset(TITLES) | FOREIGN_TITLES | _words(
     "e.g i.e cf viz vs approx pp eq eqs Fig Figs Vol Vols Ch Chap Sec Ref Refs Tel Dept Est"
 )
 

@@ -20,11 +20,13 @@ symbols ("##&amp;" gives "## and", then "and").
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from collections.abc import Callable
 
 from voicestream.text.abbreviations import MONTHS, TITLES
+from voicestream.text.spoken_forms import speak_in_language
 
 _CODE_FENCE_BLOCK = re.compile(
     r"^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\1[^\n]*$", re.MULTILINE | re.DOTALL
@@ -121,15 +123,22 @@ _SENTENCE_CONTINUES = re.compile(r"[ \t]*[a-z0-9,;:)]")
 """What follows an abbreviation's period when that period does not end the sentence."""
 
 
-def normalize_for_speech(text: str) -> str:
+def normalize_for_speech(text: str, language: str = "en-us") -> str:
     """Return `text` as it should be spoken: markup, emoji and HTML removed, numbers,
-    currency, times and common abbreviations written as words."""
+    currency, times and common abbreviations written as words.
+
+    The rules for symbols and numbers are English ones and apply to English (``en-*``)
+    only; other languages get theirs from :func:`speak_in_language`."""
     text = _EMOJI.sub("", html.unescape(text))
     previous = None
     while previous != text:  # removing markup can expose more: "🎉 - item", "**# x**"
         previous = text
         text = _strip_markup(text)
-    text = _rewrite_outside_urls(_tidy_whitespace(text), _speak_symbols)
+    if language.startswith("en"):
+        rewrite = _speak_symbols
+    else:
+        rewrite = functools.partial(speak_in_language, language=language)
+    text = _rewrite_outside_urls(_tidy_whitespace(text), rewrite)
     return _tidy_whitespace(text)
 
 

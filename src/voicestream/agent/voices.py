@@ -25,12 +25,13 @@ _HTTP_SCHEMES = {"ws": "http", "wss": "https", "http": "http", "https": "https"}
 
 
 def voices_url(speech_url: str) -> str | None:
-    """The speech server's `GET /voices` URL for its session URL; None for SageMaker."""
+    """The speech server's `GET /voices` URL for its session URL (its query, such as an API
+    key's `?key=`, kept); None for SageMaker."""
     parts = urlsplit(speech_url)
     scheme = _HTTP_SCHEMES.get(parts.scheme)
     if scheme is None or not parts.netloc:
         return None
-    return urlunsplit((scheme, parts.netloc, "/voices", "", ""))
+    return urlunsplit((scheme, parts.netloc, "/voices", parts.query, ""))
 
 
 def voices_route(speech_url: str) -> Route:

@@ -137,6 +137,7 @@ def print_report(report: Report, console: Console | None = None) -> None:
 
 
 def write_json(report: Report, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
 
 
@@ -153,6 +154,7 @@ def write_plot(report: Report, path: Path) -> None:
         _draw(ax, chart)
     figure.suptitle(f"voicestream bench {report.bench}", fontsize=11)
     figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
     plt.close(figure)
 

@@ -172,39 +172,57 @@ _COLUMNS = (
 )
 
 
+MODE_COLUMNS = [name for name, _ in _COLUMNS]
+
+
+def mode_rows(results: Iterable[ModeResult]) -> list[list[str | int | float | None]]:
+    """One row per mode, in `MODE_COLUMNS` order: means over the answers that did not fail."""
+    results = list(results)
+    rows: list[list[str | int | float | None]] = []
+    for mode in dict.fromkeys(result.mode for result in results):
+        ok = [r for r in results if r.mode == mode and r.error is None]
+        rows.append([
+            mode,
+            len(ok),
+            _mean(r.first_text_ms for r in ok),
+            _mean(r.first_audio_ms for r in ok),
+            _mean(r.total_ms for r in ok),
+            _mean(r.chunks for r in ok),
+            _mean(r.audio_s for r in ok),
+            _mean(r.stalls for r in ok),
+            _mean(r.stalled_ms for r in ok),
+            _mean(r.lower_bound_ms for r in ok),
+            _mean(r.gap_ms for r in ok),
+        ])
+    return rows
+
+
+def mode_notes(results: Iterable[ModeResult]) -> list[str]:
+    """How much sooner `bidi` speaks than each batch mode, and the answers that failed."""
+    results = list(results)
+    first_audio = {row[0]: row[3] for row in mode_rows(results)}
+    bidi = first_audio.get("bidi")
+    lines = [
+        _speedup(bidi, baseline, other)  # type: ignore[arg-type]
+        for other in ("batch", "batch-stream")
+        if bidi and (baseline := first_audio.get(other))
+    ]
+    lines += [
+        f"failed: {r.mode} (trial {r.trial + 1}): {r.error}" for r in results if r.error is not None
+    ]
+    return lines
+
+
 def format_table(results: Iterable[ModeResult]) -> str:
     """Mean figures per mode as a plain table, then how much sooner `bidi` speaks than each
     batch mode, and the answers that failed."""
     results = list(results)
-    modes = list(dict.fromkeys(result.mode for result in results))
+    formats = (str, str, _ms, _ms, _ms, _ms, _seconds, _seconds, _ms, _ms, _ms)
     lines = ["  ".join(f"{name:>{width}}" for name, width in _COLUMNS)]
-    first_audio: dict[str, float | None] = {}
-    for mode in modes:
-        ok = [r for r in results if r.mode == mode and r.error is None]
-        first_audio[mode] = _mean(r.first_audio_ms for r in ok)
-        cells = (
-            mode,
-            str(len(ok)),
-            _ms(_mean(r.first_text_ms for r in ok)),
-            _ms(first_audio[mode]),
-            _ms(_mean(r.total_ms for r in ok)),
-            _ms(_mean(r.chunks for r in ok)),
-            _seconds(_mean(r.audio_s for r in ok)),
-            _seconds(_mean(r.stalls for r in ok)),
-            _ms(_mean(r.stalled_ms for r in ok)),
-            _ms(_mean(r.lower_bound_ms for r in ok)),
-            _ms(_mean(r.gap_ms for r in ok)),
-        )
-        lines.append("  ".join(f"{cell:>{width}}" for cell, (_, width) in zip(cells, _COLUMNS)))
-    bidi = first_audio.get("bidi")
-    for other in ("batch", "batch-stream"):
-        baseline = first_audio.get(other)
-        if bidi and baseline:
-            lines.append(_speedup(bidi, baseline, other))
-    for result in results:
-        if result.error is not None:
-            lines.append(f"failed: {result.mode} (trial {result.trial + 1}): {result.error}")
-    return "\n".join(lines)
+    for row in mode_rows(results):
+        cells = [fmt(value) for fmt, value in zip(formats, row, strict=True)]
+        lines.append("  ".join(f"{cell:>{width}}" for cell, (_, width) in zip(cells, _COLUMNS, strict=True)))
+    return "\n".join(lines + mode_notes(results))
 
 
 def _speedup(bidi_ms: float, baseline_ms: float, baseline: str) -> str:

@@ -24,8 +24,15 @@ import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from voicestream.bench.compare import ModeResult, compare, format_table, measure
-from voicestream.bench.table import markdown_table
+from voicestream.bench.compare import (
+    MODE_COLUMNS,
+    ModeResult,
+    compare,
+    measure,
+    mode_notes,
+    mode_rows,
+)
+from voicestream.bench.report import Chart, Report, Table, machine_context
 from voicestream.bench.texts import AGENT_PROMPT, LONG_OPENING_PROMPTS
 from voicestream.bench.wer import word_error_rate
 from voicestream.client import AsyncAgentClient
@@ -72,23 +79,45 @@ class E2EReport:
     prompt: str
     trials: int
 
-    def render(self) -> str:
-        lines = [
-            f"Modes: prompt {self.prompt!r}, {self.trials} trials per mode, local LLM (SmolLM2-135M-Instruct)",
-            "",
-            format_table(self.modes),
-            "",
-            "Latency mode (first chunk at the first good break) against sentence mode, bidi:",
-            "",
-            markdown_table(
+    def to_report(self) -> Report:
+        """Both tables, a chart of first audio per prompt, and the summary as notes."""
+        report = Report("e2e", context={**machine_context(), "trials": self.trials, "prompt": self.prompt})
+        if self.modes:
+            report.tables.append(
+                Table(
+                    f"bidi vs batch vs batch-stream: {self.prompt!r}, {self.trials} trials per mode",
+                    MODE_COLUMNS,
+                    mode_rows(self.modes),
+                    "\n".join(mode_notes(self.modes)),
+                )
+            )
+        report.tables.append(
+            Table(
+                "Latency mode (first chunk at the first good break) against sentence mode, bidi",
                 ["prompt", "first sentence words", "sentence mode ms", "latency mode ms", "ratio",
                  "WER sentence %", "WER latency %"],
                 [_comparison_row(c) for c in self.comparisons],
-            ),
-        ]
-        ratios = [c.ratio for c in self.comparisons if c.ratio is not None]
+            )
+        )
+        report.charts.append(
+            Chart(
+                "First audio, bidi",
+                [c.prompt for c in self.comparisons],
+                {
+                    "sentence mode": [c.sentence.first_audio_ms for c in self.comparisons],
+                    "latency mode": [c.latency.first_audio_ms for c in self.comparisons],
+                },
+                ylabel="ms",
+            )
+        )
+        report.notes.extend(self._summary())
+        return report
+
+    def _summary(self) -> list[str]:
+        lines = []
+        ratios = [c.ratio for c in self.comparisons if c.ratio is not None and c.same_answer]
         if ratios:
-            lines += ["", f"median first-audio ratio (latency / sentence): {statistics.median(ratios):.2f}"]
+            lines.append(f"median first-audio ratio (latency / sentence, equal answers): {statistics.median(ratios):.2f}")
         for name, wers in (("sentence", [c.sentence_wer for c in self.comparisons]),
                            ("latency", [c.latency_wer for c in self.comparisons])):
             present = [w for w in wers if w is not None]
@@ -101,7 +130,7 @@ class E2EReport:
             for name, result in (("latency", c.latency), ("sentence", c.sentence)):
                 if result.error:
                     lines.append(f"failed: {c.prompt!r} in {name} mode: {result.error}")
-        return "\n".join(lines)
+        return lines
 
 
 def _comparison_row(c: ModeComparison) -> list[object]:
@@ -110,16 +139,16 @@ def _comparison_row(c: ModeComparison) -> list[object]:
     return [
         c.prompt[:48],
         len(sentences[0].split()),
-        _or_dash(c.sentence.first_audio_ms),
-        _or_dash(c.latency.first_audio_ms),
-        _or_dash(c.ratio),
-        _or_dash(None if c.sentence_wer is None else 100 * c.sentence_wer),
-        _or_dash(None if c.latency_wer is None else 100 * c.latency_wer),
+        _rounded(c.sentence.first_audio_ms),
+        _rounded(c.latency.first_audio_ms),
+        _rounded(c.ratio),
+        _rounded(None if c.sentence_wer is None else 100 * c.sentence_wer),
+        _rounded(None if c.latency_wer is None else 100 * c.latency_wer),
     ]
 
 
-def _or_dash(value: float | None) -> object:
-    return "-" if value is None else round(value, 2)
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
 
 
 Transcriber = Callable[[bytes, int], str]

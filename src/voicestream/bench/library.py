@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from voicestream.bench.table import markdown_table
+from voicestream.bench.report import Chart, Report, Table, machine_context
 from voicestream.bench.texts import BLOCK, ONE_SENTENCE
 from voicestream.bench.transport import WS_PATH, first_audio_s
 from voicestream.engine import KokoroEngine
@@ -48,7 +48,7 @@ def _kokoro_onnx(engine: KokoroEngine) -> Iterator[object]:
         yield Kokoro(str(engine.files.model_path), str(voices))
 
 
-def measure_library(engine: KokoroEngine, trials: int = 5) -> str:
+def measure_library(engine: KokoroEngine, trials: int = 5) -> Report:
     """The table of first audio per text and contender, and the ratios to kokoro-onnx."""
     single = KokoroEngine(engine.files, max_threads=1)
     texts = {"one sentence": ONE_SENTENCE, "4-sentence block": BLOCK}
@@ -84,6 +84,18 @@ def measure_library(engine: KokoroEngine, trials: int = 5) -> str:
             ms = [t * 1000 for t in times[(name, contender)]]
             rows.append([name, len(text), contender, statistics.median(ms), min(ms), max(ms),
                          statistics.median(ms) / (library * 1000)])
-    return markdown_table(
-        ["text", "chars", "through", "median ms", "min ms", "max ms", "÷ kokoro-onnx"], rows
+    return Report(
+        "library",
+        tables=[Table(
+            "First audio: an idle voicestream server against kokoro-onnx's create_stream",
+            ["text", "chars", "through", "median ms", "min ms", "max ms", "÷ kokoro-onnx"],
+            rows,
+        )],
+        charts=[Chart(
+            "First audio, median",
+            list(texts),
+            {c: [statistics.median(times[(t, c)]) * 1000 for t in texts] for c in contenders},
+            ylabel="ms",
+        )],
+        context={**machine_context(), "trials": trials, "voice": VOICE},
     )

@@ -101,11 +101,14 @@ def bench_load(
 
 
 @bench_app.command("library")
-def bench_library(trials: Trials = 5, model_dir: ModelDir = None) -> None:
+def bench_library(
+    trials: Trials = 5, model_dir: ModelDir = None, json_file: JsonFile = None, plot_file: PlotFile = None
+) -> None:
     """First audio of an idle voicestream server against kokoro-onnx's create_stream, same model and voice."""
     from voicestream.bench.library import measure_library
+    from voicestream.bench.report import publish
 
-    typer.echo(measure_library(load_engine(model_dir), trials))
+    publish(measure_library(load_engine(model_dir), trials), json_file, plot_file)
 
 
 @bench_app.command("chaos")
@@ -140,9 +143,12 @@ def bench_e2e(
     modes: Annotated[bool, typer.Option("--modes/--no-modes", help="Measure bidi, batch and batch-stream.")] = True,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Cap on each answer's tokens.")] = 120,
     model_dir: ModelDir = None,
+    json_file: JsonFile = None,
+    plot_file: PlotFile = None,
 ) -> None:
     """The pipeline end to end: bidi vs batch vs batch-stream, and latency mode vs sentence mode."""
     from voicestream.bench.e2e import measure_e2e, whisper_transcriber
+    from voicestream.bench.report import publish
     from voicestream.protocol import AGENT_MODES
 
     engine = load_engine(model_dir)
@@ -150,4 +156,4 @@ def bench_e2e(
         report = measure_e2e(
             engine, prompt, trials, transcribe=transcribe, modes=AGENT_MODES if modes else (), max_tokens=max_tokens
         )
-    typer.echo(report.render())
+    publish(report.to_report(), json_file, plot_file)

@@ -32,12 +32,26 @@ def limited_agent(speech_server: str, long_winded_llm) -> Iterator[str]:
 
 
 async def test_answers_beyond_the_cap_are_busy_at_once_and_answers_end_by_their_deadline(
-    limited_agent: str,
+    engine: KokoroEngine, long_winded_llm
 ) -> None:
-    first = asyncio.create_task(post_events(limited_agent, {"prompt": "A long dragon story, please."}, 60))
+    """The speech server hangs after its first piece, so the answer outlives its deadline
+    however short the model's answer is (the speech server's own timeout is far longer)."""
+    stalling = StallingEngine(engine, pieces=1)
+    speech = ServerSettings(host="127.0.0.1", port=free_port())
+    limits = AnswerLimits(max_answers=1, answer_timeout_s=3.0, speech_timeout_s=60.0)
+    with contextlib.ExitStack() as stack:
+        speech_url = stack.enter_context(running_server(stalling, speech))  # type: ignore[arg-type]
+        stack.callback(stalling.release.set)  # before the server stops: it joins its workers
+        app = create_app(AgentSettings(speech_url=speech_url, limits=limits), llm=long_winded_llm)
+        url = stack.enter_context(running_agent(app))
+        await _busy_then_deadline(url)
+
+
+async def _busy_then_deadline(url: str) -> None:
+    first = asyncio.create_task(post_events(url, {"prompt": "A long dragon story, please."}, 60))
     await asyncio.sleep(1.0)
     started = asyncio.get_running_loop().time()
-    refused = await post_events(limited_agent, {"prompt": "Me too."}, 10)
+    refused = await post_events(url, {"prompt": "Me too."}, 10)
     assert asyncio.get_running_loop().time() - started < 2
     assert [e["type"] for e in refused] == ["error", "agent_end"] and refused[0]["code"] == "busy"
 

@@ -65,14 +65,18 @@ async def test_flood_of_bad_messages_without_reading_is_bounded(speech_server: s
     hog.transport.pause_reading()
     before = await _errors(speech_server)
     bad = json.dumps({"text": "Hi.", "voice": "zz_nobody", "request_id": "r" * 200})
+    sent = 0
     with contextlib.suppress(TimeoutError):
         for _ in range(40_000):
             async with asyncio.timeout(2):
                 await hog.send(bad)
+            sent += 1
     async with asyncio.timeout(30):
         while await metric(speech_server, "voicestream_active_sessions") != 0:
             await asyncio.sleep(0.2)
-    assert await _errors(speech_server) - before < 30_000, "the server read on, queueing answers"
+    # Frames in the kernel's socket buffers count as sent, so how many were answered depends
+    # on their size; a server that read on would have answered every message it was sent.
+    assert await _errors(speech_server) - before < sent, "the server read on, queueing answers"
     hog.transport.abort()
 
 

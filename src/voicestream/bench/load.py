@@ -107,7 +107,7 @@ def _report(steps: list[StepResult], target_ms: float, text: str, rounds: int) -
         table.add(
             step.sessions, len(step.first_audio_s), statistics.median(step.first_audio_s) * 1000 if ok else None, p95,
             statistics.median(step.rtf) if ok else None, step.audio_s / step.wall_s, step.errors, step.busy,
-            p95 is not None and p95 < target_ms and step.errors == 0,
+            p95 is not None and p95 < target_ms and step.errors == 0 and step.busy == 0,
         )
     passing = [step.sessions for step, row in zip(steps, table.rows, strict=True) if row[-1]]
     capacity = max(passing, default=0)

@@ -147,3 +147,15 @@ async def test_the_agent_needs_its_api_key_except_on_ping(speech_server: str, lo
                 f"{url}/invocations", json={"mode": "bidi"}, headers={"Authorization": "Bearer agent-key"}
             )
     assert allowed.status_code == 200 and '"code":"text_required"' in allowed.text.replace(" ", "")
+
+
+async def test_ping_answers_503_while_the_agent_drains(speech_server: str, local_llm) -> None:
+    app = create_app(AgentSettings(speech_url=speech_server), llm=local_llm)
+    with running_agent(app) as url:
+        async with httpx.AsyncClient(timeout=30) as client:
+            assert (await client.get(f"{url}/ping")).status_code == 200
+            await app.state.service.drain(grace_s=0.1)
+            draining = await client.get(f"{url}/ping")
+            refused = await post_events(url, {"prompt": "Hi."}, 10)
+    assert draining.status_code == 503 and draining.json() == {"status": "draining"}
+    assert refused[0]["code"] == "busy"

@@ -32,7 +32,7 @@ from typing import Any
 
 import uvicorn
 from bedrock_agentcore.runtime import BedrockAgentCoreApp
-from starlette.responses import StreamingResponse
+from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 from strands.models import Model
 
@@ -318,6 +318,21 @@ async def _encoded(
                 await asyncio.gather(upcoming, return_exceptions=True)
 
 
+class DrainingPing:
+    """`GET /ping` answers 503 `{"status":"draining"}` once the agent drains for shutdown, so
+    that a load balancer stops sending it answers; otherwise AgentCore's own `/ping` answers."""
+
+    def __init__(self, app: Any, service: AgentService) -> None:
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.service.draining and scope["type"] == "http" and scope["path"] == "/ping":
+            await JSONResponse({"status": "draining"}, status_code=503)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def create_app(
     settings: AgentSettings | None = None, *, llm: Model | None = None
 ) -> BedrockAgentCoreApp:
@@ -337,6 +352,7 @@ def create_app(
     app.state.service = service
     app.router.routes.extend([*page_routes(AGENT_PAGE), voices_route(settings.speech_url)])
     protect(app, settings.api_key, settings.cors_origins)
+    app.add_middleware(DrainingPing, service=service)
 
     @app.entrypoint
     async def invocations(payload: Any) -> EventStream:

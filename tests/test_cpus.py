@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -73,15 +74,38 @@ def test_this_machine() -> None:
     assert 1 <= available_cpus() <= (os.cpu_count() or 1)
 
 
-def test_claim_takes_every_core_only_when_idle() -> None:
+def test_urgent_work_takes_every_core_unless_other_urgent_work_holds_them() -> None:
     use = CpuUse()
-    with use.claim(4) as first:
-        assert (first, use.held) == (4, 4)
-        with use.claim(4) as second:
-            assert (second, use.held) == (1, 5)
-    assert use.held == 0
-    with use.holding(1), use.claim(4) as beside_an_llm:
-        assert beside_an_llm == 1
+    with use.claim_urgent(4) as first:
+        assert (first, use.urgent, use.held) == (4, 4, 4)
+        with use.claim_urgent(4) as second:
+            assert (second, use.urgent) == (1, 5)
+    assert (use.urgent, use.held) == (0, 0)
+    with use.holding(1), use.claim_urgent(4) as beside_an_llm:
+        assert (beside_an_llm, use.held) == (4, 5)
+
+
+def test_background_work_waits_for_urgent_work_at_most_its_timeout() -> None:
+    use = CpuUse()
+    assert use.yield_to_urgent(0.0)  # nothing urgent: returns at once
+    waited: list[tuple[bool, float]] = []
+
+    def background() -> None:
+        started = time.perf_counter()
+        waited.append((use.yield_to_urgent(5.0), time.perf_counter() - started))
+
+    with use.claim_urgent(2):
+        thread = threading.Thread(target=background)
+        thread.start()
+        time.sleep(0.3)
+        assert thread.is_alive()  # still waiting while the urgent run holds the cores
+    thread.join(5)
+    calm, seconds = waited[0]
+    assert calm and 0.25 <= seconds < 4
+    with use.claim_urgent(2):
+        started = time.perf_counter()
+        assert not use.yield_to_urgent(0.2)  # gives up after its timeout
+        assert time.perf_counter() - started >= 0.2
 
 
 def test_holding_is_released_on_error_and_across_threads() -> None:

@@ -7,7 +7,8 @@ container limited to two cores on a 64-core host runs two model runs, not 64.
 
 `CPU_USE` is this process's ledger of cores that long-running native work holds (the local
 LLM while it generates, model runs while they render): the speech scheduler gives a first
-chunk every core that nothing else holds, and steady work one core per run.
+chunk every core unless another first chunk holds them, and steady work one core per run;
+the local LLM pauses between tokens while a first chunk renders.
 """
 
 from __future__ import annotations
@@ -93,35 +94,65 @@ def lower_thread_priority(niceness: int) -> None:
 
 
 class CpuUse:
-    """Cores held by native work in this process, by whoever registered them."""
+    """Cores held by native work in this process: background work (the local LLM while it
+    generates, steady model runs, all at a raised nice value) and urgent work (a first
+    chunk, at normal priority)."""
 
     def __init__(self) -> None:
         self._held = 0
+        self._urgent = 0
         self._lock = threading.Lock()
+        self._calm = threading.Condition(self._lock)
 
     @property
     def held(self) -> int:
+        """Cores held, background and urgent together."""
         with self._lock:
             return self._held
 
-    @contextmanager
-    def holding(self, cores: int) -> Iterator[None]:
-        """Count `cores` as busy until the block ends."""
-        with self.claim(cores, only_if_idle=False):
-            yield
+    @property
+    def urgent(self) -> int:
+        """Cores held by urgent work."""
+        with self._lock:
+            return self._urgent
 
     @contextmanager
-    def claim(self, cores: int, *, only_if_idle: bool = True) -> Iterator[int]:
-        """Hold `cores` if nothing else holds any (with `only_if_idle`), else one core,
-        until the block ends; yields how many were taken."""
+    def holding(self, cores: int) -> Iterator[None]:
+        """Count `cores` as busy with background work until the block ends."""
         with self._lock:
-            taken = cores if self._held == 0 or not only_if_idle else 1
+            self._held += cores
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held -= cores
+
+    @contextmanager
+    def claim_urgent(self, cores: int) -> Iterator[int]:
+        """Hold `cores` for urgent work until the block ends, or one core when other urgent
+        work already holds some; yields how many were taken.
+
+        Background work does not count against the claim: it runs niced, and it pauses in
+        `yield_to_urgent` where it can, so a first chunk gets every core beside it."""
+        with self._lock:
+            taken = cores if self._urgent == 0 else 1
+            self._urgent += taken
             self._held += taken
         try:
             yield taken
         finally:
             with self._lock:
+                self._urgent -= taken
                 self._held -= taken
+                if self._urgent == 0:
+                    self._calm.notify_all()
+
+    def yield_to_urgent(self, timeout_s: float) -> bool:
+        """Block while urgent work holds cores, at most `timeout_s`: background work that
+        proceeds in small steps (the local LLM, between two tokens) calls this so that a
+        first chunk has the machine. True if no urgent work was running when it returned."""
+        with self._lock:
+            return self._calm.wait_for(lambda: self._urgent == 0, timeout_s)
 
 
 CPU_USE = CpuUse()

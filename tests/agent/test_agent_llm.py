@@ -27,6 +27,7 @@ from voicestream.agent.llm import (
     system_prompt,
 )
 from voicestream.agent.local_llm import LocalLlamaModel, LocalModelError, default_model_path
+from voicestream.cpus import CPU_USE
 
 
 async def answer(agent_or_model, prompt: str = PROMPT) -> list[str]:
@@ -58,6 +59,37 @@ async def test_closing_the_stream_stops_the_local_model(long_winded_llm):
 
     assert first
     await settled(long_winded_llm)  # not the minutes that 4000 tokens would take
+
+
+async def test_the_local_model_pauses_while_a_first_chunk_renders(long_winded_llm):
+    """While urgent work (a first chunk) holds cores, no token is generated: the model
+    waits between two tokens, and goes on once the cores are free."""
+    loop = asyncio.get_running_loop()
+    arrivals: list[float] = []
+
+    async def read_all() -> None:
+        async for _ in stream_text(long_winded_llm, "Tell me a very long story about a dragon."):
+            arrivals.append(loop.time())
+
+    reader = asyncio.create_task(read_all())
+    try:
+        async with asyncio.timeout(60):
+            while not arrivals:
+                await asyncio.sleep(0.01)
+            with CPU_USE.claim_urgent(2):
+                claimed = loop.time()
+                await asyncio.sleep(1.5)
+                released = loop.time()
+            while not any(at > released for at in arrivals):
+                await asyncio.sleep(0.01)
+    finally:
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+    # the token in progress when the claim began may still arrive; none after that
+    during = [at for at in arrivals if claimed + 0.5 < at <= released]
+    assert not during, f"{len(during)} tokens were generated while a first chunk held the cores"
+    assert any(at < claimed for at in arrivals)
+    await settled(long_winded_llm)
 
 
 @pytest.fixture(scope="module")

@@ -63,7 +63,7 @@ async def speak(scheduler: SynthesisScheduler, text: str) -> None:
             pass
 
 
-async def test_first_audio_gets_every_core_unless_other_work_holds_one(engine: KokoroEngine) -> None:
+async def test_first_audio_gets_every_core_unless_another_first_chunk_holds_them(engine: KokoroEngine) -> None:
     if engine.max_threads < 2:
         pytest.skip("one core: every run is single-threaded")
     recorder = ThreadRecorder(engine)
@@ -73,7 +73,11 @@ async def test_first_audio_gets_every_core_unless_other_work_holds_one(engine: K
         await speak(scheduler, "Idle server. Then a second sentence.")
         assert recorder.runs == [engine.max_threads, 1]  # first piece: every core; steady: one
         recorder.runs.clear()
-        with CPU_USE.holding(1):  # a local LLM generating in this process
+        with CPU_USE.holding(1):  # a local LLM generating in this process: it runs niced
+            await speak(scheduler, "Beside an LLM.")
+        assert recorder.runs == [engine.max_threads]
+        recorder.runs.clear()
+        with CPU_USE.claim_urgent(engine.max_threads):  # another first chunk rendering
             await speak(scheduler, "Busy server.")
         assert recorder.runs == [1]
     finally:

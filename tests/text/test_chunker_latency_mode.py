@@ -146,3 +146,18 @@ def test_rejects_bad_settings(first_words: int, sentences: str) -> None:
             ChunkSchedule(first_words=0)
         else:
             ChunkSchedule.parse(first_words, sentences)
+
+
+def test_one_word_after_enough_words_a_phrase_word_is_a_break_too() -> None:
+    assert chunk("Machine learning is a subset of artificial intelligence that learns.", 4)[0] == (
+        "Machine learning is a subset"
+    )
+    assert chunk("The internet is a vast network of interconnected computers.", 4)[0] == (
+        "The internet is a vast network"
+    )
+
+
+def test_a_phrase_word_right_at_the_minimum_is_not_a_break() -> None:
+    # "a" comes after exactly four words: too early for a phrase word, so the chunk runs on
+    # to the break word "in"
+    assert chunk("A black hole is a region in space where gravity wins.", 4)[0] == "A black hole is a region"

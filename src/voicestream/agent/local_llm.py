@@ -5,7 +5,8 @@ model hub. llama.cpp generates in a worker thread; each token crosses to the eve
 through `call_soon_threadsafe`, so the loop never blocks on inference. One `Llama` holds one
 KV cache, so generations take turns behind a lock; a generation whose consumer went away
 stops at the next token and frees the lock. While it generates, its threads count as busy
-in `voicestream.cpus.CPU_USE`, so a speech engine in the same process leaves them alone.
+in `voicestream.cpus.CPU_USE`, and between two tokens it waits while a speech engine in the
+same process renders a first chunk, so that chunk has every core.
 """
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ GENERATION_NICENESS = 5
 """The generation thread runs at nice +5: on a few shared cores it yields to a speech
 server's first-audio runs (nice 0) in the same machine, and still goes before the server's
 steady runs (nice +10), so the first chunk of an answer never waits behind the rest of it."""
+
+
+URGENT_PAUSE_S = 2.0
+"""Between two tokens generation waits while a first chunk renders in this process (at most
+this long per token): on a few cores the LLM's thread would otherwise slow that render by a
+quarter (its threads wait for each other), and the text it would write meanwhile is not
+needed before the first chunk's audio has played."""
 
 
 class LocalModelError(RuntimeError):
@@ -230,6 +238,7 @@ is then evaluated afresh each time rather than reusing the previous one's cache.
                 if text:
                     output_tokens += 1
                     yield "text", text
+                CPU_USE.yield_to_urgent(URGENT_PAUSE_S)
                 finish_reason = choice.get("finish_reason") or finish_reason
         finally:
             completion.close()

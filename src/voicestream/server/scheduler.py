@@ -19,10 +19,11 @@ A first piece then starts at once and gets nearly a whole core from the kernel, 
 else is rendering (see "First audio beside three long monologues" in docs/BENCHMARKS.md).
 
 Thread counts follow the same idea. A steady run uses one thread (runs in parallel use the
-cores better than threads inside one run). A first-audio run takes every core when nothing
-else in the process holds one (no other model run, no local LLM generating: see
-`voicestream.cpus.CPU_USE`), so an idle server speaks its first chunk as fast as the machine
-allows; otherwise it takes one thread like the rest.
+cores better than threads inside one run). A first-audio run takes every core unless
+another first-audio run holds them (see `voicestream.cpus.CPU_USE`): steady runs and a local
+LLM in the process run niced, and the LLM pauses between tokens while it renders, so a
+first chunk is spoken about as fast as on an idle machine; a second first-audio run at
+the same time takes one thread.
 
 Pieces of one request are rendered in order; later requests of the same session may be
 rendered while earlier ones still render or send (the session keeps the wire order).
@@ -321,5 +322,8 @@ class SynthesisScheduler:
         piece = next(job._pieces, None)
         if piece is None:
             return None
-        with CPU_USE.claim(self.engine.max_threads if first_audio else 1) as threads:
+        if not first_audio:
+            with CPU_USE.holding(1):
+                return self.engine.render(piece, job.voice, job.speed, 1), piece.last
+        with CPU_USE.claim_urgent(self.engine.max_threads) as threads:
             return self.engine.render(piece, job.voice, job.speed, threads), piece.last

@@ -33,7 +33,7 @@ from voicestream.text.abbreviations import (
     abbreviation_kind,
     precedes_numbers,
 )
-from voicestream.text.schedule import BREAK_WORDS, SENTENCES, ChunkSchedule
+from voicestream.text.schedule import BREAK_WORDS, PHRASE_WORDS, SENTENCES, ChunkSchedule
 
 SPACED_TERMINATORS = frozenset(".!?…‼⁇⁈⁉؟۔։")
 """Sentence marks that end a sentence only when whitespace follows them."""
@@ -65,7 +65,7 @@ _SPEAKABLE_OR_NEWLINE = re.compile("[^\\W_]|[" + "".join(NEWLINES) + "]")
 text after a sentence mark may be a long run of symbols or spaces."""
 _MAX_LIST_MARKER_LEN = 6
 _MAX_WORD_LEN = 40
-_MAX_BREAK_WORD_LEN = max(len(word) for word in BREAK_WORDS)
+_MAX_BREAK_WORD_LEN = max(len(word) for word in BREAK_WORDS | PHRASE_WORDS)
 _STANDALONE_BULLET_TOKENS = frozenset({"-", "*", "+"}) | BULLETS
 
 
@@ -358,9 +358,9 @@ class IncrementalSentenceChunker:
         return self._attach_point(pending, i + 1, start)
 
     def _first_chunk_break(self, text: _Lookahead, i: int) -> int | None:
-        """In latency mode, cut the first chunk before the token at `i` when it is a break
-        word (a conjunction, preposition or relative word) after enough words, or when the
-        chunk already holds the word cap."""
+        """In latency mode, cut the first chunk before the token at `i` when the schedule
+        says so: a break word (a conjunction, preposition or relative word) after enough
+        words, a phrase word one word later, anything at the word cap."""
         if not self._in_first_chunk_latency_mode() or i < self._list_marker_end:
             return None
         words = _count_words(text.text[:i])
@@ -369,7 +369,7 @@ class IncrementalSentenceChunker:
         token = _whole_token(text, i)
         if not any(_is_speakable(c) for c in token):
             return None
-        return i if words >= self.schedule.first_max_words or token.lower() in BREAK_WORDS else None
+        return i if self.schedule.first_chunk_ends_before(words, token) else None
 
 
 def _continues_a_run(pending: str, i: int) -> bool:

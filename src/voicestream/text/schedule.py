@@ -22,9 +22,19 @@ BREAK_WORDS = frozenset({
     # relative and question words
     "which", "who", "whom", "whose", "that", "where", "why", "how",
 })
+PHRASE_WORDS = frozenset({
+    # articles, possessives, "of" and "to", auxiliaries: each starts a phrase, so a cut
+    # before one ("a subset | of artificial intelligence") still falls between phrases,
+    # where a cut after one ("a subset of | artificial intelligence") would split a phrase
+    "a", "an", "the", "of", "to", "its", "their", "his", "her", "our", "your", "my",
+    "is", "are", "was", "were", "be", "been", "has", "have", "had", "can", "could", "will",
+    "would", "should", "may", "might", "must", "do", "does", "did",
+})
 # fmt: on
 """English words a first chunk may end before: a speaker could pause there. Other languages
-fall back to clause marks and the word cap."""
+fall back to clause marks and the word cap. `BREAK_WORDS` are good breaks as soon as the
+chunk holds `first_words`; `PHRASE_WORDS` are weaker ones, taken one word later, before the
+cap cuts wherever it falls."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +43,8 @@ class ChunkSchedule:
 
     `first_words` turns on latency mode: the first chunk ends at the first clause mark
     (comma, semicolon, colon, dash) or before the first break word once it holds that many
-    words, and at the latest after `2 * first_words` words. None: the first chunk is a
+    words, before a phrase word (an article, "of", "to", an auxiliary) once it holds one
+    more, and at the latest after `2 * first_words` words. None: the first chunk is a
     whole sentence too. `sentences` is how many sentences each later chunk holds, the last
     entry repeating: (1, 2) makes the second chunk one sentence and every later one two.
     """
@@ -51,6 +62,15 @@ class ChunkSchedule:
     def first_max_words(self) -> int:
         """The word cap of the first chunk in latency mode."""
         return 2 * (self.first_words or 0)
+
+    def first_chunk_ends_before(self, words: int, token: str) -> bool:
+        """In latency mode, whether a first chunk holding `words` words ends before `token`."""
+        if self.first_words is None or words < self.first_words:
+            return False
+        if words >= self.first_max_words:
+            return True
+        word = token.lower()
+        return word in BREAK_WORDS or (words > self.first_words and word in PHRASE_WORDS)
 
     def sentences_in(self, chunk_index: int) -> int:
         """How many sentences the chunk at `chunk_index` (0 = first) holds."""

@@ -47,10 +47,30 @@ def test_a_sentence_that_ends_first_is_the_first_chunk() -> None:
 
 
 def test_a_long_sentence_without_a_comma_breaks_before_a_conjunction() -> None:
-    assert chunk(LONG_OPENING, 4)[:2] == [
+    assert chunk(LONG_OPENING, 4)[:3] == [
         "A rainbow appears in the sky",
-        "when sunlight shines through raindrops that bend the light into its colours.",
+        # the rest of the first sentence is cut again, twice as many words later
+        "when sunlight shines through raindrops that bend the light",
+        "into its colours.",
     ]
+
+
+def test_the_pieces_of_a_long_first_sentence_double_in_length() -> None:
+    sentence = (
+        "The old lighthouse keeper walked along the rocky shore every single morning "
+        "before the sun rose above the grey and restless northern sea that surrounded "
+        "his small island home throughout the long cold winter months of every year."
+    )
+    pieces = chunk(sentence + " Then he slept.", 2)
+    assert " ".join(pieces[:-1]) == sentence and pieces[-1] == "Then he slept."
+    words = [len(piece.split()) for piece in pieces[:-2]]  # the last piece is what is left
+    for cut, count in enumerate(words):
+        assert 2 * 2**cut <= count <= 4 * 2**cut, (cut, pieces)
+
+
+def test_cuts_stop_at_the_end_of_the_first_sentence() -> None:
+    second = "This second sentence is long enough to be cut if cuts went on after the first one."
+    assert chunk("Yes. " + second, 2) == ["Yes.", second]
 
 
 def test_break_words_count_only_after_enough_words() -> None:
@@ -75,10 +95,12 @@ def test_later_chunks_group_sentences_by_the_schedule() -> None:
     text = LONG_OPENING + " One. Two. Three. Four."
     assert chunk(text, schedule) == [
         "A rainbow appears in the sky",
-        "when sunlight shines through raindrops that bend the light into its colours.",
-        "Each drop acts as a small prism. The colours always come in one order.",
-        "One. Two.",
-        "Three. Four.",
+        "when sunlight shines through raindrops that bend the light",
+        "into its colours.",
+        "Each drop acts as a small prism.",  # the first chunk after the first sentence: 1
+        "The colours always come in one order. One.",  # then 2 at a time
+        "Two. Three.",
+        "Four.",
     ]
 
 

@@ -73,7 +73,7 @@ DEFAULT_FIRST_CLAUSE_WORDS = 4
 """Bidi's first chunk ends at the first good break once it holds four words, at the latest
 after eight (see `ChunkSchedule` and docs/BENCHMARKS.md, latency mode)."""
 DEFAULT_CHUNK_SENTENCES = (1, 2)
-"""After the first chunk: one sentence, then two at a time."""
+"""After the first sentence: one sentence, then two at a time."""
 DEFAULT_SCHEDULE = ChunkSchedule(DEFAULT_FIRST_CLAUSE_WORDS, DEFAULT_CHUNK_SENTENCES)
 CLEANUP_TIMEOUT_S = 3.0
 """How long stopping the LLM and the speech session may take before they are abandoned."""

@@ -68,7 +68,8 @@ def agent(
         int | None,
         typer.Option(
             "--first-clause-words", min=0,
-            help="Latency mode: bidi's first chunk ends at the first good break after this many words "
+            help="Latency mode: bidi's first chunk ends at the first good break after this many words, "
+            "the rest of the first sentence at breaks twice as many words apart each time "
             "(default: VOICESTREAM_FIRST_CLAUSE_WORDS, else 4); 0 speaks whole sentences from the start.",
         ),
     ] = None,
@@ -76,7 +77,7 @@ def agent(
         str | None,
         typer.Option(
             "--chunk-schedule",
-            help="Sentences per chunk after the first, the last repeating, such as 1,2 "
+            help="Sentences per chunk after the first sentence, the last repeating, such as 1,2 "
             "(default: VOICESTREAM_CHUNK_SCHEDULE, else 1,2).",
         ),
     ] = None,

@@ -248,19 +248,27 @@ class SynthesisScheduler:
         A piece is first-audio work when it is the first piece of its listener's earliest
         unfinished request; everything else (later pieces, and requests queued behind
         another of the same listener, whose audio is not due yet) is steady work. A job
-        whose consumer is behind (``backlog_full``) waits.
+        whose consumer is behind (``backlog_full``) waits, and so does a request queued
+        behind one of its listener's that has not spoken yet: that one renders on every
+        core, and the next is better taken by a first-audio worker (every core) once it
+        has spoken than on one niced thread beside it, where it would stay slow to the end
+        and leave the listener silent after a short first chunk.
         """
         self._jobs = [job for job in self._jobs if not job.finished]
-        heads: set[int] = set()
-        seen: set[int] = set()
+        heads: dict[int, SynthesisJob] = {}
         for job in self._jobs:
-            if id(job.listener) not in seen:
-                seen.add(id(job.listener))
-                heads.add(id(job))
+            heads.setdefault(id(job.listener), job)
+
+        def lane_of(job: SynthesisJob) -> bool | None:
+            """True: first-audio work; False: steady work; None: not yet."""
+            head = heads[id(job.listener)]
+            if job is head:
+                return job.first_audio_at is None
+            return None if head.first_audio_at is None else False
+
         ready = [
             job for job in self._jobs
-            if not job.rendering and not job.backlog_full
-            and (job.first_audio_at is None and id(job) in heads) == first_only
+            if not job.rendering and not job.backlog_full and lane_of(job) is first_only
         ]
         return min(ready, key=SynthesisJob.urgency, default=None)
 

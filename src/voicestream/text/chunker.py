@@ -113,6 +113,9 @@ class IncrementalSentenceChunker:
     def reset(self) -> None:
         """Forget all pending text and start a new answer (the schedule starts over)."""
         self._chunks_emitted = 0
+        """Chunks that ended at a sentence end: the first sentence's last piece is chunk 0."""
+        self._first_sentence_cuts = 0
+        """Latency-mode cuts inside the first sentence so far."""
         self._group: list[str] = []
         """The sentences of the chunk being grouped, as raw slices of the input."""
         self._start_chunk("")
@@ -122,9 +125,14 @@ class IncrementalSentenceChunker:
         self._pending += fragment
         chunks: list[str] = []
         while (boundary := self._scan()) is not None:
+            mid_sentence = self._cut_mid_sentence
             self._group.append(self._pending[:boundary])
             self._start_chunk(self._pending[boundary:])
-            if len(self._group) >= self.schedule.sentences_in(self._chunks_emitted):
+            if mid_sentence:  # a latency-mode cut: the group is this piece of the first sentence
+                chunks.append(_collapse_whitespace("".join(self._group)))
+                self._group = []
+                self._first_sentence_cuts += 1
+            elif len(self._group) >= self.schedule.sentences_in(self._chunks_emitted):
                 chunks.append(_collapse_whitespace("".join(self._group)))
                 self._group = []
                 self._chunks_emitted += 1
@@ -141,6 +149,8 @@ class IncrementalSentenceChunker:
 
     def _start_chunk(self, pending: str) -> None:
         self._pending = pending
+        self._cut_mid_sentence = False
+        """Whether the boundary `_scan` returns is a latency-mode cut, not a sentence end."""
         self._position = 0
         """Where scanning resumes: every candidate before it was decided as no boundary."""
         self._speakable_seen = False
@@ -335,6 +345,7 @@ class IncrementalSentenceChunker:
     # --- latency mode -----------------------------------------------------------------
 
     def _in_first_chunk_latency_mode(self) -> bool:
+        """Whether a latency-mode cut may fall here: inside the answer's first sentence."""
         return (
             self.schedule.first_words is not None
             and self._chunks_emitted == 0
@@ -350,26 +361,30 @@ class IncrementalSentenceChunker:
                 return None
             if pending[i] == "-" and (i == 0 or not pending[i - 1].isspace()):
                 return None
-        if _count_words(pending[:i]) < self.schedule.first_words:  # type: ignore[operator]
+        if _count_words(pending[:i]) < self.schedule.min_words(self._first_sentence_cuts):
             return None
         start = self._next_speakable(text, i + 1)
         if start is None:
             return None
+        self._cut_mid_sentence = True
         return self._attach_point(pending, i + 1, start)
 
     def _first_chunk_break(self, text: _Lookahead, i: int) -> int | None:
-        """In latency mode, cut the first chunk before the token at `i` when the schedule
-        says so: a break word (a conjunction, preposition or relative word) after enough
-        words, a phrase word one word later, anything at the word cap."""
+        """In latency mode, cut the first sentence before the token at `i` when the
+        schedule says so: a break word (a conjunction, preposition or relative word) after
+        enough words, a phrase word one word later, anything at the word cap."""
         if not self._in_first_chunk_latency_mode() or i < self._list_marker_end:
             return None
         words = _count_words(text.text[:i])
-        if words < self.schedule.first_words:  # type: ignore[operator]
+        if words < self.schedule.min_words(self._first_sentence_cuts):
             return None
         token = _whole_token(text, i)
         if not any(_is_speakable(c) for c in token):
             return None
-        return i if self.schedule.first_chunk_ends_before(words, token) else None
+        if not self.schedule.ends_before(words, token, self._first_sentence_cuts):
+            return None
+        self._cut_mid_sentence = True
+        return i
 
 
 def _continues_a_run(pending: str, i: int) -> bool:

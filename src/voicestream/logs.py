@@ -60,3 +60,14 @@ def configure_logging(level: str = "info", json: bool = False) -> None:
         logger.handlers.clear()
         logger.propagate = True
 
+
+
+def quiet_agentcore_logs() -> None:
+    """Keep Bedrock AgentCore's per-request INFO lines out of a demo's or a bench's output.
+
+    `BedrockAgentCoreApp` gives its logger a handler and the INFO level when it is built,
+    unless the logger has a handler already: a null handler first, then WARNING, stick."""
+    logger = logging.getLogger("bedrock_agentcore.app")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    logger.setLevel(logging.WARNING)

@@ -179,6 +179,12 @@ def test_one_word_after_enough_words_a_phrase_word_is_a_break_too() -> None:
     )
 
 
+def test_a_piece_never_ends_on_a_phrase_word_below_the_cap() -> None:
+    assert chunk("When the opening sentence of a spoken answer is long, we wait.", 4)[0] == (
+        "When the opening sentence of a spoken answer"
+    )
+
+
 def test_a_phrase_word_right_at_the_minimum_is_not_a_break() -> None:
     # "a" comes after exactly four words: too early for a phrase word, so the chunk runs on
     # to the break word "in"

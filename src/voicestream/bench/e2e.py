@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from voicestream.bench.texts import AGENT_PROMPT, LONG_OPENING_PROMPTS
 from voicestream.bench.wer import word_error_rate
 from voicestream.client import AsyncAgentClient
 from voicestream.engine import KokoroEngine
+from voicestream.logs import quiet_agentcore_logs
 from voicestream.server import running_server
 from voicestream.text import IncrementalSentenceChunker
 
@@ -169,7 +169,7 @@ def measure_e2e(
     from voicestream.agent.llm import create_model
     from voicestream.agent.runtime import AnswerLimits
 
-    logging.getLogger("bedrock_agentcore").setLevel(logging.WARNING)
+    quiet_agentcore_logs()
     llm = create_model("local", max_tokens=max_tokens, seed=LLM_SEED)
     with running_server(engine) as speech_url, contextlib.ExitStack() as stack:
         limits = AnswerLimits(answer_timeout_s=ANSWER_TIMEOUT_S, speech_timeout_s=ANSWER_TIMEOUT_S)

@@ -170,12 +170,11 @@ def demo(
     model_dir: ModelDir = None,
 ) -> None:
     """Run everything on this machine (speech server, local LLM, agent) and open the agent's page."""
-    import logging
-
     from voicestream.agent.app import AgentSettings, create_app, running_agent
+    from voicestream.logs import quiet_agentcore_logs
     from voicestream.server import ServerSettings, free_port, running_server
 
-    logging.getLogger("bedrock_agentcore").setLevel(logging.WARNING)
+    quiet_agentcore_logs()
     engine = load_engine(model_dir)
     speech = ServerSettings(host="127.0.0.1", port=speech_port or free_port())
     with running_server(engine, speech) as speech_url:

@@ -381,7 +381,8 @@ class IncrementalSentenceChunker:
         token = _whole_token(text, i)
         if not any(_is_speakable(c) for c in token):
             return None
-        if not self.schedule.ends_before(words, token, self._first_sentence_cuts):
+        previous = _word_before(text.text, _skip_spaces_back(text.text, i))
+        if not self.schedule.ends_before(words, token, self._first_sentence_cuts, previous):
             return None
         self._cut_mid_sentence = True
         return i

@@ -81,14 +81,17 @@ class ChunkSchedule:
         """The word cap of the first chunk in latency mode."""
         return self.max_words(0)
 
-    def ends_before(self, words: int, token: str, cut: int = 0) -> bool:
+    def ends_before(self, words: int, token: str, cut: int = 0, previous: str = "") -> bool:
         """In latency mode, whether a piece of the first sentence holding `words` words
-        (the piece after `cut` earlier cuts) ends before `token`."""
+        (the piece after `cut` earlier cuts, its last word `previous`) ends before `token`.
+        Below the cap a piece never ends on a phrase word ("the opening sentence of")."""
         low = self.min_words(cut)
         if self.first_words is None or words < low:
             return False
         if words >= self.max_words(cut):
             return True
+        if previous.lower() in PHRASE_WORDS:
+            return False
         word = token.lower()
         return word in BREAK_WORDS or (words > low and word in PHRASE_WORDS)
 

@@ -141,3 +141,13 @@ def test_lower_thread_priority_changes_only_the_calling_thread() -> None:
     thread.join()
     assert seen == [min(base + 5, 19)]
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base
+
+
+def test_urgent_work_beside_playing_audio_lets_background_work_go_on() -> None:
+    use = CpuUse()
+    with use.claim_urgent(2, pause_background=False) as taken:
+        assert taken == 2
+        assert use.yield_to_urgent(0.0)  # the next sentence is needed: the LLM goes on
+        with use.claim_urgent(2) as second:
+            assert second == 1 and not use.yield_to_urgent(0.05)
+    assert use.yield_to_urgent(0.0)

@@ -101,6 +101,8 @@ class CpuUse:
     def __init__(self) -> None:
         self._held = 0
         self._urgent = 0
+        self._pausing = 0
+        """Urgent runs that want background work paused."""
         self._lock = threading.Lock()
         self._calm = threading.Condition(self._lock)
 
@@ -128,31 +130,37 @@ class CpuUse:
                 self._held -= cores
 
     @contextmanager
-    def claim_urgent(self, cores: int) -> Iterator[int]:
+    def claim_urgent(self, cores: int, *, pause_background: bool = True) -> Iterator[int]:
         """Hold `cores` for urgent work until the block ends, or one core when other urgent
         work already holds some; yields how many were taken.
 
-        Background work does not count against the claim: it runs niced, and it pauses in
-        `yield_to_urgent` where it can, so a first chunk gets every core beside it."""
+        Background work does not count against the claim: it runs niced. With
+        `pause_background` (a listener is waiting in silence) it also pauses in
+        `yield_to_urgent` where it can, so the run gets every core to itself; without
+        (the listener still has audio playing) it goes on, since what it produces (the
+        local LLM's next sentence) is needed next."""
         with self._lock:
             taken = cores if self._urgent == 0 else 1
             self._urgent += taken
             self._held += taken
+            self._pausing += pause_background
         try:
             yield taken
         finally:
             with self._lock:
                 self._urgent -= taken
                 self._held -= taken
-                if self._urgent == 0:
+                self._pausing -= pause_background
+                if self._pausing == 0:
                     self._calm.notify_all()
 
     def yield_to_urgent(self, timeout_s: float) -> bool:
-        """Block while urgent work holds cores, at most `timeout_s`: background work that
-        proceeds in small steps (the local LLM, between two tokens) calls this so that a
-        first chunk has the machine. True if no urgent work was running when it returned."""
+        """Block while urgent work that asked for it holds cores, at most `timeout_s`:
+        background work that proceeds in small steps (the local LLM, between two tokens)
+        calls this so that a first chunk has the machine. True if no such work was running
+        when it returned."""
         with self._lock:
-            return self._calm.wait_for(lambda: self._urgent == 0, timeout_s)
+            return self._calm.wait_for(lambda: self._pausing == 0, timeout_s)
 
 
 CPU_USE = CpuUse()

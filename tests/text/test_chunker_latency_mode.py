@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from voicestream.text import SENTENCES, ChunkSchedule, IncrementalSentenceChunker
+from voicestream.text.schedule import MAX_CUTS
 
 
 def chunk(text: str, schedule: ChunkSchedule | int | None) -> list[str]:
@@ -42,7 +43,8 @@ def test_first_chunk_ends_at_a_clause_mark_once_it_has_enough_words() -> None:
 def test_a_sentence_that_ends_first_is_the_first_chunk() -> None:
     assert chunk("Hi. Then a long clause here, and more.", 3) == [
         "Hi.",
-        "Then a long clause here, and more.",
+        "Then a long clause here,",  # the cuts are still to come: a short chunk follows
+        "and more.",
     ]
 
 
@@ -68,9 +70,19 @@ def test_the_pieces_of_a_long_first_sentence_double_in_length() -> None:
         assert 2 * 2**cut <= count <= 4 * 2**cut, (cut, pieces)
 
 
-def test_cuts_stop_at_the_end_of_the_first_sentence() -> None:
-    second = "This second sentence is long enough to be cut if cuts went on after the first one."
-    assert chunk("Yes. " + second, 2) == ["Yes.", second]
+def test_long_sentences_are_cut_until_the_cuts_are_spent() -> None:
+    # first_words 2: cuts after at least 2, 4, then 8 words; then whole sentences only
+    long = "We walked for hours in the rain and then we rested near the old mill by the river."
+    pieces = chunk(f"Yes. {long} {long}", 2)
+    assert pieces == [
+        "Yes.",
+        "We walked",  # at least 2 words, before a break word
+        "for hours in the rain",  # at least 4
+        "and then we rested near the old mill",  # at least 8
+        "by the river.",
+        long,  # all MAX_CUTS cuts spent: whole sentences from here on
+    ]
+    assert len(pieces) - 3 == MAX_CUTS
 
 
 def test_break_words_count_only_after_enough_words() -> None:

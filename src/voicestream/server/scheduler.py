@@ -21,9 +21,9 @@ else is rendering (see "First audio beside three long monologues" in docs/BENCHM
 Thread counts follow the same idea. A steady run uses one thread (runs in parallel use the
 cores better than threads inside one run). A first-audio run takes every core unless
 another first-audio run holds them (see `voicestream.cpus.CPU_USE`): steady runs and a local
-LLM in the process run niced, and the LLM pauses between tokens while it renders, so a
-first chunk is spoken about as fast as on an idle machine; a second first-audio run at
-the same time takes one thread.
+LLM in the process run niced, and while the run's listener hears nothing the LLM pauses
+between tokens, so a first chunk is spoken about as fast as on an idle machine; a second
+first-audio run at the same time takes one thread.
 
 Pieces of one request are rendered in order; later requests of the same session may be
 rendered while earlier ones still render or send (the session keeps the wire order).
@@ -80,6 +80,11 @@ class Listener:
 
     def __init__(self) -> None:
         self.playback_end: float | None = None
+
+    @property
+    def silent(self) -> bool:
+        """Nothing is playing: no audio handed over yet, or all of it played by now."""
+        return self.playback_end is None or self.playback_end <= time.monotonic()
 
     def buffered(self, seconds: float) -> None:
         """Record that ``seconds`` of audio were handed to this listener now."""
@@ -333,5 +338,5 @@ class SynthesisScheduler:
         if not first_audio:
             with CPU_USE.holding(1):
                 return self.engine.render(piece, job.voice, job.speed, 1), piece.last
-        with CPU_USE.claim_urgent(self.engine.max_threads) as threads:
+        with CPU_USE.claim_urgent(self.engine.max_threads, pause_background=job.listener.silent) as threads:
             return self.engine.render(piece, job.voice, job.speed, threads), piece.last

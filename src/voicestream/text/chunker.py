@@ -33,7 +33,7 @@ from voicestream.text.abbreviations import (
     abbreviation_kind,
     precedes_numbers,
 )
-from voicestream.text.schedule import BREAK_WORDS, PHRASE_WORDS, SENTENCES, ChunkSchedule
+from voicestream.text.schedule import BREAK_WORDS, MAX_CUTS, PHRASE_WORDS, SENTENCES, ChunkSchedule
 
 SPACED_TERMINATORS = frozenset(".!?…‼⁇⁈⁉؟۔։")
 """Sentence marks that end a sentence only when whitespace follows them."""
@@ -113,9 +113,9 @@ class IncrementalSentenceChunker:
     def reset(self) -> None:
         """Forget all pending text and start a new answer (the schedule starts over)."""
         self._chunks_emitted = 0
-        """Chunks that ended at a sentence end: the first sentence's last piece is chunk 0."""
-        self._first_sentence_cuts = 0
-        """Latency-mode cuts inside the first sentence so far."""
+        """Chunks that ended at a sentence end: a sentence cut in pieces counts once."""
+        self._cuts = 0
+        """Latency-mode cuts inside sentences so far."""
         self._group: list[str] = []
         """The sentences of the chunk being grouped, as raw slices of the input."""
         self._start_chunk("")
@@ -128,10 +128,10 @@ class IncrementalSentenceChunker:
             mid_sentence = self._cut_mid_sentence
             self._group.append(self._pending[:boundary])
             self._start_chunk(self._pending[boundary:])
-            if mid_sentence:  # a latency-mode cut: the group is this piece of the first sentence
+            if mid_sentence:  # a latency-mode cut: the chunk ends inside a sentence
                 chunks.append(_collapse_whitespace("".join(self._group)))
                 self._group = []
-                self._first_sentence_cuts += 1
+                self._cuts += 1
             elif len(self._group) >= self.schedule.sentences_in(self._chunks_emitted):
                 chunks.append(_collapse_whitespace("".join(self._group)))
                 self._group = []
@@ -344,16 +344,12 @@ class IncrementalSentenceChunker:
 
     # --- latency mode -----------------------------------------------------------------
 
-    def _in_first_chunk_latency_mode(self) -> bool:
-        """Whether a latency-mode cut may fall here: inside the answer's first sentence."""
-        return (
-            self.schedule.first_words is not None
-            and self._chunks_emitted == 0
-            and self._speakable_seen
-        )
+    def _may_cut(self) -> bool:
+        """Whether a latency-mode cut may fall here: inside a sentence, cuts left."""
+        return self.schedule.first_words is not None and self._cuts < MAX_CUTS and self._speakable_seen
 
     def _clause_boundary(self, text: _Lookahead, i: int) -> int | None:
-        if not self._in_first_chunk_latency_mode():
+        if not self._may_cut():
             return None
         pending = text.text
         if pending[i] in SPACED_CLAUSE_MARKS:
@@ -361,7 +357,7 @@ class IncrementalSentenceChunker:
                 return None
             if pending[i] == "-" and (i == 0 or not pending[i - 1].isspace()):
                 return None
-        if _count_words(pending[:i]) < self.schedule.min_words(self._first_sentence_cuts):
+        if _count_words(pending[:i]) < self.schedule.min_words(self._cuts):
             return None
         start = self._next_speakable(text, i + 1)
         if start is None:
@@ -373,16 +369,16 @@ class IncrementalSentenceChunker:
         """In latency mode, cut the first sentence before the token at `i` when the
         schedule says so: a break word (a conjunction, preposition or relative word) after
         enough words, a phrase word one word later, anything at the word cap."""
-        if not self._in_first_chunk_latency_mode() or i < self._list_marker_end:
+        if not self._may_cut() or i < self._list_marker_end:
             return None
         words = _count_words(text.text[:i])
-        if words < self.schedule.min_words(self._first_sentence_cuts):
+        if words < self.schedule.min_words(self._cuts):
             return None
         token = _whole_token(text, i)
         if not any(_is_speakable(c) for c in token):
             return None
         previous = _word_before(text.text, _skip_spaces_back(text.text, i))
-        if not self.schedule.ends_before(words, token, self._first_sentence_cuts, previous):
+        if not self.schedule.ends_before(words, token, self._cuts, previous):
             return None
         self._cut_mid_sentence = True
         return i

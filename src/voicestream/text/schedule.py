@@ -38,8 +38,12 @@ cap cuts wherever it falls."""
 
 
 GROWTH = 2
-"""Each cut of a long first sentence may come twice as many words after the last: Kokoro on
-two CPU cores renders audio about twice as fast as it plays (RTF 0.45 to 0.5)."""
+"""Each latency-mode cut may come twice as many words after the last: Kokoro on two CPU
+cores renders audio about twice as fast as it plays (RTF 0.45 to 0.5)."""
+MAX_CUTS = 3
+"""Latency-mode cuts per answer: the first chunk's and two more, in whichever long sentences
+come next (at least 8, then 16 words from the last cut with `first_words` 4); after them
+every chunk ends at a sentence end."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +53,14 @@ class ChunkSchedule:
     `first_words` turns on latency mode: the first chunk ends at the first clause mark
     (comma, semicolon, colon, dash) or before the first break word once it holds that many
     words, before a phrase word (an article, "of", "to", an auxiliary) once it holds one
-    more, and at the latest after `2 * first_words` words. The rest of the first sentence
-    is cut the same way with the word counts doubling from cut to cut (`GROWTH`): each
-    piece then takes about as long to synthesize as the one before takes to play, so the
-    listener hears no gap after the short first chunk. None: every chunk is whole
-    sentences. `sentences` is how many sentences each chunk after the first sentence holds,
-    the last entry repeating: (1, 2) makes the first such chunk one sentence and every later
-    one two.
+    more, and at the latest after `2 * first_words` words. Long sentences after it are cut
+    the same way, with the word counts doubling from cut to cut (`GROWTH`), `MAX_CUTS`
+    cuts in all: each piece then takes about as long to synthesize as the one before takes
+    to play, so the listener hears no gap after the short first chunk (a 30-word sentence
+    right after it would take longer to render than the first chunk and the next plays).
+    None: every chunk is whole sentences. `sentences` is how many sentences each chunk
+    that ends a sentence holds, the last entry repeating: (1, 2) makes the first one
+    sentence and every later one two.
     """
 
     first_words: int | None = None
@@ -68,12 +73,12 @@ class ChunkSchedule:
             raise ValueError("sentences must be counts of at least 1, such as (1, 2)")
 
     def min_words(self, cut: int = 0) -> int:
-        """In latency mode, the fewest words before the first sentence's cut number `cut`
-        (0: the first chunk) may fall at a break."""
+        """In latency mode, the fewest words before cut number `cut` (0: the first chunk's)
+        may fall at a break."""
         return (self.first_words or 0) * GROWTH**cut
 
     def max_words(self, cut: int = 0) -> int:
-        """In latency mode, the word cap of the first sentence's piece number `cut`."""
+        """In latency mode, the word cap of the piece that ends at cut number `cut`."""
         return 2 * self.min_words(cut)
 
     @property
@@ -82,8 +87,8 @@ class ChunkSchedule:
         return self.max_words(0)
 
     def ends_before(self, words: int, token: str, cut: int = 0, previous: str = "") -> bool:
-        """In latency mode, whether a piece of the first sentence holding `words` words
-        (the piece after `cut` earlier cuts, its last word `previous`) ends before `token`.
+        """In latency mode, whether a piece holding `words` words (the piece after `cut`
+        earlier cuts, its last word `previous`) ends before `token`.
         Below the cap a piece never ends on a phrase word ("the opening sentence of")."""
         low = self.min_words(cut)
         if self.first_words is None or words < low:

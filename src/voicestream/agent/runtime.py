@@ -69,9 +69,11 @@ logger = logging.getLogger(__name__)
 
 AUDIO_FORMAT = "pcm16"
 SAMPLE_RATE = 24000
-DEFAULT_FIRST_CLAUSE_WORDS = 4
-"""Bidi's first chunk ends at the first good break once it holds four words, at the latest
-after eight (see `ChunkSchedule` and docs/BENCHMARKS.md, latency mode)."""
+DEFAULT_FIRST_CLAUSE_WORDS = 3
+"""Bidi's first chunk ends at the first good break once it holds three words, at the latest
+after six (see `ChunkSchedule` and docs/BENCHMARKS.md, latency mode): measured against four
+in one run, the median first audio fell from 0.40 to 0.29 of sentence mode's at a word
+error rate 0.7 points higher (2.9 against 2.2 %)."""
 DEFAULT_CHUNK_SENTENCES = (1, 2)
 """After the first sentence: one sentence, then two at a time."""
 DEFAULT_SCHEDULE = ChunkSchedule(DEFAULT_FIRST_CLAUSE_WORDS, DEFAULT_CHUNK_SENTENCES)

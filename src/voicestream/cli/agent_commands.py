@@ -69,8 +69,8 @@ def agent(
         typer.Option(
             "--first-clause-words", min=0,
             help="Latency mode: bidi's first chunk ends at the first good break after this many words, "
-            "the rest of the first sentence at breaks twice as many words apart each time "
-            "(default: VOICESTREAM_FIRST_CLAUSE_WORDS, else 4); 0 speaks whole sentences from the start.",
+            "long sentences after it at breaks twice as many words apart each time (three cuts per answer) "
+            "(default: VOICESTREAM_FIRST_CLAUSE_WORDS, else 3); 0 speaks whole sentences from the start.",
         ),
     ] = None,
     chunk_schedule: Annotated[

@@ -42,7 +42,7 @@ GROWTH = 2
 cores renders audio about twice as fast as it plays (RTF 0.45 to 0.5)."""
 MAX_CUTS = 3
 """Latency-mode cuts per answer: the first chunk's and two more, in whichever long sentences
-come next (at least 8, then 16 words from the last cut with `first_words` 4); after them
+come next (at least 6, then 12 words from the last cut with `first_words` 3); after them
 every chunk ends at a sentence end."""
 
 

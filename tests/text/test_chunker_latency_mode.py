@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from voicestream.text import SENTENCES, ChunkSchedule, IncrementalSentenceChunker
-from voicestream.text.schedule import MAX_CUTS
+from voicestream.text.schedule import CUTS_END_AFTER_WORDS
 
 
 def chunk(text: str, schedule: ChunkSchedule | int | None) -> list[str]:
@@ -51,38 +51,46 @@ def test_a_sentence_that_ends_first_is_the_first_chunk() -> None:
 def test_a_long_sentence_without_a_comma_breaks_before_a_conjunction() -> None:
     assert chunk(LONG_OPENING, 4)[:3] == [
         "A rainbow appears in the sky",
-        # the rest of the first sentence is cut again, twice as many words later
-        "when sunlight shines through raindrops that bend the light",
-        "into its colours.",
+        # the rest of the first sentence is cut again, at most twice as many words later
+        "when sunlight shines through raindrops that bend",
+        "the light into its colours.",
     ]
 
 
-def test_the_pieces_of_a_long_first_sentence_double_in_length() -> None:
+def test_pieces_grow_at_most_twofold_until_a_long_chunk_has_gone_out() -> None:
     sentence = (
         "The old lighthouse keeper walked along the rocky shore every single morning "
         "before the sun rose above the grey and restless northern sea that surrounded "
         "his small island home throughout the long cold winter months of every year."
     )
-    pieces = chunk(sentence + " Then he slept.", 2)
-    assert " ".join(pieces[:-1]) == sentence and pieces[-1] == "Then he slept."
-    words = [len(piece.split()) for piece in pieces[:-2]]  # the last piece is what is left
-    for cut, count in enumerate(words):
-        assert 2 * 2**cut <= count <= 4 * 2**cut, (cut, pieces)
+    pieces = chunk(f"{sentence} {sentence} Then he slept.", 3)
+    assert " ".join(pieces) == f"{sentence} {sentence} Then he slept."
+    assert 3 <= len(pieces[0].split()) <= 6
+    longest = 0
+    for piece in pieces:
+        words = len(piece.split())
+        if longest >= CUTS_END_AFTER_WORDS:  # cuts are over: every chunk ends a sentence
+            assert piece.endswith("."), pieces
+        elif not piece.endswith("."):  # a cut: never shorter than the longest chunk before
+            assert max(longest, 3) <= words <= 2 * max(longest, 3), pieces
+        longest = max(longest, words)
+    assert longest >= CUTS_END_AFTER_WORDS and pieces[-1] == "Then he slept."
 
 
-def test_long_sentences_are_cut_until_the_cuts_are_spent() -> None:
-    # first_words 2: cuts after at least 2, 4, then 8 words; then whole sentences only
-    long = "We walked for hours in the rain and then we rested near the old mill by the river."
-    pieces = chunk(f"Yes. {long} {long}", 2)
-    assert pieces == [
-        "Yes.",
-        "We walked",  # at least 2 words, before a break word
-        "for hours in the rain",  # at least 4
-        "and then we rested near the old mill",  # at least 8
-        "by the river.",
-        long,  # all MAX_CUTS cuts spent: whole sentences from here on
+def test_a_short_sentence_does_not_shrink_the_next_piece() -> None:
+    text = (
+        "A rainbow forms when the Earth's atmosphere reflects sunlight into a spectrum of "
+        "colors, typically blue and red. This process occurs because the Earth is tilted at "
+        "an angle relative to its orbit around the sun."
+    )
+    assert chunk(text, 3) == [
+        "A rainbow forms",
+        "when the Earth's atmosphere reflects sunlight",
+        "into a spectrum of colors, typically blue",
+        "and red.",
+        "This process occurs because the Earth is tilted",  # 7 words at least, as the longest so far
+        "at an angle relative to its orbit around the sun.",
     ]
-    assert len(pieces) - 3 == MAX_CUTS
 
 
 def test_break_words_count_only_after_enough_words() -> None:
@@ -107,8 +115,8 @@ def test_later_chunks_group_sentences_by_the_schedule() -> None:
     text = LONG_OPENING + " One. Two. Three. Four."
     assert chunk(text, schedule) == [
         "A rainbow appears in the sky",
-        "when sunlight shines through raindrops that bend the light",
-        "into its colours.",
+        "when sunlight shines through raindrops that bend",
+        "the light into its colours.",
         "Each drop acts as a small prism.",  # the first chunk after the first sentence: 1
         "The colours always come in one order. One.",  # then 2 at a time
         "Two. Three.",

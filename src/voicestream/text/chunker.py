@@ -33,7 +33,7 @@ from voicestream.text.abbreviations import (
     abbreviation_kind,
     precedes_numbers,
 )
-from voicestream.text.schedule import BREAK_WORDS, MAX_CUTS, PHRASE_WORDS, SENTENCES, ChunkSchedule
+from voicestream.text.schedule import BREAK_WORDS, CUTS_END_AFTER_WORDS, PHRASE_WORDS, SENTENCES, ChunkSchedule
 
 SPACED_TERMINATORS = frozenset(".!?…‼⁇⁈⁉؟۔։")
 """Sentence marks that end a sentence only when whitespace follows them."""
@@ -116,6 +116,8 @@ class IncrementalSentenceChunker:
         """Chunks that ended at a sentence end: a sentence cut in pieces counts once."""
         self._cuts = 0
         """Latency-mode cuts inside sentences so far."""
+        self._last_chunk_words = 0
+        """Words of the longest chunk so far: the next latency-mode piece grows from it."""
         self._group: list[str] = []
         """The sentences of the chunk being grouped, as raw slices of the input."""
         self._start_chunk("")
@@ -130,10 +132,12 @@ class IncrementalSentenceChunker:
             self._start_chunk(self._pending[boundary:])
             if mid_sentence:  # a latency-mode cut: the chunk ends inside a sentence
                 chunks.append(_collapse_whitespace("".join(self._group)))
+                self._last_chunk_words = max(self._last_chunk_words, _count_words(chunks[-1]))
                 self._group = []
                 self._cuts += 1
             elif len(self._group) >= self.schedule.sentences_in(self._chunks_emitted):
                 chunks.append(_collapse_whitespace("".join(self._group)))
+                self._last_chunk_words = max(self._last_chunk_words, _count_words(chunks[-1]))
                 self._group = []
                 self._chunks_emitted += 1
         return chunks
@@ -345,8 +349,12 @@ class IncrementalSentenceChunker:
     # --- latency mode -----------------------------------------------------------------
 
     def _may_cut(self) -> bool:
-        """Whether a latency-mode cut may fall here: inside a sentence, cuts left."""
-        return self.schedule.first_words is not None and self._cuts < MAX_CUTS and self._speakable_seen
+        """Whether a latency-mode cut may fall here: inside a sentence, no long chunk yet."""
+        return (
+            self.schedule.first_words is not None
+            and self._last_chunk_words < CUTS_END_AFTER_WORDS
+            and self._speakable_seen
+        )
 
     def _clause_boundary(self, text: _Lookahead, i: int) -> int | None:
         if not self._may_cut():
@@ -357,7 +365,7 @@ class IncrementalSentenceChunker:
                 return None
             if pending[i] == "-" and (i == 0 or not pending[i - 1].isspace()):
                 return None
-        if _count_words(pending[:i]) < self.schedule.min_words(self._cuts):
+        if _count_words(pending[:i]) < self.schedule.min_words(self._cuts, self._last_chunk_words):
             return None
         start = self._next_speakable(text, i + 1)
         if start is None:
@@ -372,13 +380,13 @@ class IncrementalSentenceChunker:
         if not self._may_cut() or i < self._list_marker_end:
             return None
         words = _count_words(text.text[:i])
-        if words < self.schedule.min_words(self._cuts):
+        if words < self.schedule.min_words(self._cuts, self._last_chunk_words):
             return None
         token = _whole_token(text, i)
         if not any(_is_speakable(c) for c in token):
             return None
         previous = _word_before(text.text, _skip_spaces_back(text.text, i))
-        if not self.schedule.ends_before(words, token, self._cuts, previous):
+        if not self.schedule.ends_before(words, token, self._cuts, previous, self._last_chunk_words):
             return None
         self._cut_mid_sentence = True
         return i

@@ -38,12 +38,13 @@ cap cuts wherever it falls."""
 
 
 GROWTH = 2
-"""Each latency-mode cut may come twice as many words after the last: Kokoro on two CPU
-cores renders audio about twice as fast as it plays (RTF 0.45 to 0.5)."""
-MAX_CUTS = 3
-"""Latency-mode cuts per answer: the first chunk's and two more, in whichever long sentences
-come next (at least 6, then 12 words from the last cut with `first_words` 3); after them
-every chunk ends at a sentence end."""
+"""A latency-mode piece holds at most twice the words of the chunk before it: Kokoro on two
+CPU cores renders audio about twice as fast as it plays (RTF 0.45 to 0.5), so it is ready
+about when the one before has played."""
+CUTS_END_AFTER_WORDS = 12
+"""Latency-mode cuts stop once a chunk of this many words has gone out: its 4 s or more of
+audio cover the render of whatever sentence follows, so from then on every chunk ends at a
+sentence end (whole-sentence prosody)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +55,12 @@ class ChunkSchedule:
     (comma, semicolon, colon, dash) or before the first break word once it holds that many
     words, before a phrase word (an article, "of", "to", an auxiliary) once it holds one
     more, and at the latest after `2 * first_words` words. Long sentences after it are cut
-    the same way, with the word counts doubling from cut to cut (`GROWTH`), `MAX_CUTS`
-    cuts in all: each piece then takes about as long to synthesize as the one before takes
-    to play, so the listener hears no gap after the short first chunk (a 30-word sentence
-    right after it would take longer to render than the first chunk and the next plays).
+    the same way, each piece holding at least as many words as the chunk before it and at
+    most twice as many (`GROWTH`), until a chunk of `CUTS_END_AFTER_WORDS` words has gone
+    out: each piece then takes about as
+    long to synthesize as the one before takes to play, so the listener hears no gap after
+    the short first chunk (a 30-word sentence right after it would take longer to render
+    than the first chunk and the next play).
     None: every chunk is whole sentences. `sentences` is how many sentences each chunk
     that ends a sentence holds, the last entry repeating: (1, 2) makes the first one
     sentence and every later one two.
@@ -72,28 +75,32 @@ class ChunkSchedule:
         if not self.sentences or any(count < 1 for count in self.sentences):
             raise ValueError("sentences must be counts of at least 1, such as (1, 2)")
 
-    def min_words(self, cut: int = 0) -> int:
-        """In latency mode, the fewest words before cut number `cut` (0: the first chunk's)
-        may fall at a break."""
-        return (self.first_words or 0) * GROWTH**cut
+    def min_words(self, cut: int = 0, last: int = 0) -> int:
+        """In latency mode, the fewest words a piece needs before it may end at a break:
+        `first_words` for the first chunk (`cut` 0), else as many as the longest chunk
+        before it (`last` words), so pieces never shrink."""
+        first = self.first_words or 0
+        return first if cut == 0 else max(first, last)
 
-    def max_words(self, cut: int = 0) -> int:
-        """In latency mode, the word cap of the piece that ends at cut number `cut`."""
-        return 2 * self.min_words(cut)
+    def max_words(self, cut: int = 0, last: int = 0) -> int:
+        """In latency mode, the word cap of a piece: `GROWTH` times its minimum, so that it
+        renders in about the time the piece before it takes to play."""
+        return GROWTH * self.min_words(cut, last)
 
     @property
     def first_max_words(self) -> int:
         """The word cap of the first chunk in latency mode."""
         return self.max_words(0)
 
-    def ends_before(self, words: int, token: str, cut: int = 0, previous: str = "") -> bool:
+    def ends_before(self, words: int, token: str, cut: int = 0, previous: str = "", last: int = 0) -> bool:
         """In latency mode, whether a piece holding `words` words (the piece after `cut`
-        earlier cuts, its last word `previous`) ends before `token`.
-        Below the cap a piece never ends on a phrase word ("the opening sentence of")."""
-        low = self.min_words(cut)
+        earlier cuts, the longest chunk so far `last` words, its own last word `previous`) ends
+        before `token`. Below the cap a piece never ends on a phrase word ("the opening
+        sentence of")."""
+        low = self.min_words(cut, last)
         if self.first_words is None or words < low:
             return False
-        if words >= self.max_words(cut):
+        if words >= self.max_words(cut, last):
             return True
         if previous.lower() in PHRASE_WORDS:
             return False

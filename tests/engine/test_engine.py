@@ -15,7 +15,7 @@ from voicestream.engine import (
     TextTooLongError,
     UnknownVoiceError,
 )
-from voicestream.engine.phonemes import MAX_PHONEMES, split_phonemes
+from voicestream.engine.phonemes import MAX_PHONEMES, split_first_clause, split_phonemes
 from voicestream.engine.silence import trim_silence
 from voicestream.engine.voices import VoiceBank
 
@@ -112,3 +112,21 @@ def test_every_voice_speaks(engine: KokoroEngine) -> None:
     assert len(engine.voices) == 54
     for voice in ("af_heart", "am_michael", "bf_emma", "bm_george"):
         assert engine.synthesize("Okay.", voice).size > 0
+
+
+def test_a_long_first_sentence_is_cut_at_its_first_clause() -> None:
+    head = "ðə mˈiːɾɪŋ hɐz mˈuːvd tə θˈɜːzdeɪ ˌæftɚnˈuːn,"
+    tail = "sˌoʊ plˈiːz bɹˈɪŋ ðə kwˈɔːɹɾɚli fˈɪɡjɚz."
+    assert split_first_clause(f"{head} {tail}") == [head, tail]
+    assert split_first_clause("hˈaɪ, ðˈɛɹ.") == ["hˈaɪ, ðˈɛɹ."]  # too short to be worth a cut
+    assert split_first_clause(f"jˈɛs, {tail}") == [f"jˈɛs, {tail}"]  # a short head: no cut
+
+
+def test_the_first_piece_of_a_request_ends_at_a_clause(engine: KokoroEngine) -> None:
+    text = "The meeting has moved to Thursday afternoon, so please bring the quarterly figures. Thanks, see you."
+    pieces = list(engine.plan(text))
+    assert [piece.text for piece in pieces].count(pieces[0].text) == 2  # one sentence, two pieces
+    assert pieces[0].phonemes.endswith(",") and not pieces[0].ends_sentence and pieces[1].ends_sentence
+    assert len(pieces) == 3  # only the first sentence is cut: "Thanks, see you." stays whole
+    audio = [engine.render(piece, "af_heart", 1.0) for piece in pieces[:2]]
+    assert all(chunk.size > 0.5 * 24_000 for chunk in audio)  # both halves are speech

@@ -31,7 +31,7 @@ from voicestream.engine.errors import (
     UnknownVoiceError,
     UnsupportedLanguageError,
 )
-from voicestream.engine.phonemes import Phonemizer, split_phonemes
+from voicestream.engine.phonemes import Phonemizer, split_first_clause, split_phonemes
 from voicestream.engine.silence import PAUSE_AFTER_CLAUSE_S, PAUSE_AFTER_SENTENCE_S, trim_silence
 from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights
@@ -217,6 +217,8 @@ class KokoroEngine:
         sentences = split_sentences(normalize_for_speech(text, language))
         for s_index, sentence in enumerate(sentences):
             batches = split_phonemes(self._phonemizer.phonemize(sentence, language))
+            if s_index == 0 and batches:  # the first audio waits for the first piece only
+                batches = [*split_first_clause(batches[0]), *batches[1:]]
             for b_index, phonemes in enumerate(batches):
                 first = s_index == 0 and b_index == 0
                 yield Piece(

@@ -33,7 +33,13 @@ from voicestream.text.abbreviations import (
     abbreviation_kind,
     precedes_numbers,
 )
-from voicestream.text.schedule import BREAK_WORDS, CUTS_END_AFTER_WORDS, PHRASE_WORDS, SENTENCES, ChunkSchedule
+from voicestream.text.schedule import (
+    BREAK_WORDS,
+    CUTS_END_AFTER_WORDS,
+    PHRASE_WORDS,
+    SENTENCES,
+    ChunkSchedule,
+)
 
 SPACED_TERMINATORS = frozenset(".!?…‼⁇⁈⁉؟۔։")
 """Sentence marks that end a sentence only when whitespace follows them."""

@@ -120,6 +120,10 @@ def test_a_long_first_sentence_is_cut_at_its_first_clause() -> None:
     assert split_first_clause(f"{head} {tail}") == [head, tail]
     assert split_first_clause("hˈaɪ, ðˈɛɹ.") == ["hˈaɪ, ðˈɛɹ."]  # too short to be worth a cut
     assert split_first_clause(f"jˈɛs, {tail}") == [f"jˈɛs, {tail}"]  # a short head: no cut
+    long_tail = f"{tail} {tail} {tail}"  # would take longer to render than the head plays
+    assert split_first_clause(f"{head} {long_tail}") == [f"{head} {long_tail}"]
+    later = f"{head} {tail[:-1]}, {tail} {tail}"  # the first mark leaves too much; the next one does not
+    assert split_first_clause(later) == [f"{head} {tail[:-1]},", f"{tail} {tail}"]
 
 
 def test_the_first_piece_of_a_request_ends_at_a_clause(engine: KokoroEngine) -> None:

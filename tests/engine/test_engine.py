@@ -134,3 +134,5 @@ def test_the_first_piece_of_a_request_ends_at_a_clause(engine: KokoroEngine) -> 
     assert len(pieces) == 3  # only the first sentence is cut: "Thanks, see you." stays whole
     audio = [engine.render(piece, "af_heart", 1.0) for piece in pieces[:2]]
     assert all(chunk.size > 0.5 * 24_000 for chunk in audio)  # both halves are speech
+    # for a listener whose audio is already playing the sentence stays whole
+    assert len(list(engine.plan(text, cut_first_clause=False))) == 2

@@ -31,10 +31,10 @@ class FaultyEngine:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
 
-    def plan(self, text: str, *args: Any) -> Iterator[Piece]:
+    def plan(self, text: str, *args: Any, **kwargs: Any) -> Iterator[Piece]:
         if PLAN_FAULT in text:
             raise RuntimeError("injected fault: planning failed")
-        return self._engine.plan(text, *args)
+        return self._engine.plan(text, *args, **kwargs)
 
     def render(self, piece: Piece, voice: str, speed: float, *args: Any) -> np.ndarray:
         if RENDER_FAULT in piece.text:

@@ -44,10 +44,10 @@ steady runs (nice +10), so the first chunk of an answer never waits behind the r
 
 
 URGENT_PAUSE_S = 2.0
-"""Between two tokens generation waits while a first chunk renders in this process (at most
-this long per token): on a few cores the LLM's thread would otherwise slow that render by a
-quarter (its threads wait for each other), and the text it would write meanwhile is not
-needed before the first chunk's audio has played."""
+"""Between two tokens generation waits while a first chunk renders in this process for a
+listener who hears nothing yet (at most this long per token): on a few cores the LLM's
+thread would otherwise take a share of a core from that render, whose threads wait for each
+other, and the text it would write meanwhile is not needed before that audio has played."""
 
 
 class LocalModelError(RuntimeError):

@@ -207,17 +207,19 @@ class KokoroEngine:
         if not MIN_SPEED <= speed <= MAX_SPEED:
             raise InvalidSpeedError(f"Speed {speed} is out of range; it must be between {MIN_SPEED} and {MAX_SPEED}.")
 
-    def plan(self, text: str, language: str = DEFAULT_LANGUAGE) -> Iterator[Piece]:
+    def plan(self, text: str, language: str = DEFAULT_LANGUAGE, cut_first_clause: bool = True) -> Iterator[Piece]:
         """The pieces of ``text`` in speaking order, phonemized lazily one sentence at a time.
 
         Markup, emoji and symbols are rewritten for speech first (the text layer's
         normalizer, with ``language``'s rules). Laziness matters: phonemizing a long block
-        up front would delay its first audio.
+        up front would delay its first audio. With `cut_first_clause` the first sentence
+        ends its first piece at a clause mark (`split_first_clause`): for a listener who
+        hears nothing yet; one whose audio is playing gains nothing from the extra cut.
         """
         sentences = split_sentences(normalize_for_speech(text, language))
         for s_index, sentence in enumerate(sentences):
             batches = split_phonemes(self._phonemizer.phonemize(sentence, language))
-            if s_index == 0 and batches:  # the first audio waits for the first piece only
+            if cut_first_clause and s_index == 0 and batches:  # first audio waits for this piece only
                 batches = [*split_first_clause(batches[0]), *batches[1:]]
             for b_index, phonemes in enumerate(batches):
                 first = s_index == 0 and b_index == 0

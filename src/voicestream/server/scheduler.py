@@ -306,7 +306,7 @@ class SynthesisScheduler:
     async def _step(self, job: SynthesisJob, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:
         """Render the job's next piece on ``pool`` and hand it over."""
         if job._pieces is None:
-            job._pieces = self.engine.plan(job.text, job.language)
+            job._pieces = self.engine.plan(job.text, job.language, cut_first_clause=job.listener.silent)
             job.state = JobState.SPEAKING
         started = time.perf_counter()
         first_audio = pool is self._first_audio_pool

@@ -55,3 +55,8 @@ class Transport(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Close the connection; safe to call more than once."""
+
+    def reopen(self, url: str | None = None) -> Transport:
+        """A new, unconnected transport like this one (to ``url`` if given), for a session
+        that resumes on another connection; transports that cannot raise NotImplementedError."""
+        raise NotImplementedError(f"{type(self).__name__} cannot reconnect")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -86,6 +87,12 @@ class WebSocketTransport(Transport):
     async def close(self) -> None:
         if self._connection is not None:
             await self._connection.close()
+
+    def reopen(self, url: str | None = None) -> WebSocketTransport:
+        fresh = copy.copy(self)
+        fresh.url = session_url(url) if url else self.url
+        fresh._connection = None
+        return fresh
 
     def _open(self) -> ClientConnection:
         if self._connection is None:

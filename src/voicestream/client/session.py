@@ -140,14 +140,16 @@ class SpeechSession:
         sample_rate: int = DEFAULT_SAMPLE_RATE,
         close_timeout: float = 10.0,
         lang: str | None = None,
+        api_key: str | None = None,
     ) -> SpeechSession:
-        """Connect `transport` (or a `WebSocketTransport` to the URL given) and start a session.
+        """Connect `transport` (or a `WebSocketTransport` to the URL given, with `api_key`
+        when the server has one) and start a session.
 
         `close_timeout` bounds how long `close` waits for the server to end the connection
         once everything is spoken.
         """
         if isinstance(transport, str):
-            transport = WebSocketTransport(transport)
+            transport = WebSocketTransport(transport, api_key=api_key)
         await transport.connect()
         return cls(
             transport,

@@ -55,6 +55,7 @@ class SyncSpeechSession:
         format: AudioFormat = "pcm16",
         sample_rate: int = DEFAULT_SAMPLE_RATE,
         close_timeout: float = 10.0,
+        api_key: str | None = None,
     ) -> SyncSpeechSession:
         """Start the session's thread and connect, as `SpeechSession.connect` does."""
         loop = asyncio.new_event_loop()
@@ -67,6 +68,7 @@ class SyncSpeechSession:
             format=format,
             sample_rate=sample_rate,
             close_timeout=close_timeout,
+            api_key=api_key,
         )
         try:
             session = asyncio.run_coroutine_threadsafe(connecting, loop).result()

@@ -55,3 +55,9 @@ class Transport(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Close the connection; safe to call more than once."""
+
+
+def bearer(api_key: str | None) -> dict[str, str]:
+    """The header that carries a server's API key (none without a key): every client
+    sends its key this way, never in a URL, which servers and proxies write to their logs."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}

@@ -34,6 +34,12 @@ async def test_a_websocket_from_another_site_is_refused(agent_url: str) -> None:
     assert raised.value.response.status_code == 403
 
 
+def test_the_policy_and_the_speech_key_come_from_the_environment() -> None:
+    env = {"VOICESTREAM_ALLOWED_HOSTS": "agent.internal, *", "VOICESTREAM_SPEECH_API_KEY": "k"}
+    settings = AgentSettings.from_env(env)
+    assert settings.allowed_hosts == ("agent.internal", "*") and settings.speech_api_key == "k"
+
+
 def test_a_key_in_the_speech_url_is_refused_at_start(speech_server: str, local_llm) -> None:
     with pytest.raises(ValueError, match="speech API key"):
         create_app(AgentSettings(speech_url=f"{speech_server}?key=k"), llm=local_llm)

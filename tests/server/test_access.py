@@ -13,7 +13,7 @@ from tests.server.wire import ws_url
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from voicestream.access import OPEN_PATHS, RedactQueryValues
+from voicestream.access import OPEN_PATHS, RedactQueryValues, parse_names
 from voicestream.server import ServerSettings, free_port, running_server
 
 KEY = "s3cret-key"
@@ -181,7 +181,7 @@ def test_no_cors_headers_without_configured_origins(speech_server: str) -> None:
     assert "access-control-allow-origin" not in response.headers
 
 
-def test_serve_binds_loopback_unless_told_otherwise() -> None:
+def test_serve_binds_loopback_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
     import typer
 
     from voicestream.cli import app
@@ -190,6 +190,6 @@ def test_serve_binds_loopback_unless_told_otherwise() -> None:
     params = command.make_context("serve", ["--allowed-host", "a.test,b.test", "--allowed-host", "c.test"]).params
     assert params["host"] == "127.0.0.1"
     assert ServerSettings().host == "127.0.0.1"
-    from voicestream.access import parse_names
-
     assert parse_names(params["allowed_host"]) == ("a.test", "b.test", "c.test")
+    monkeypatch.setenv("VOICESTREAM_ALLOWED_HOSTS", "*")  # what the container images set
+    assert parse_names(command.make_context("serve", []).params["allowed_host"]) == ("*",)

@@ -77,4 +77,5 @@ def test_the_servers_own_page_speaks_with_a_key_from_its_fragment(
     page.click("#speak")
     page.wait_for_function("window.__ear.soundAt !== null", timeout=90_000)  # heard: the session opened
     assert page.inner_text("#status") == ""
+    assert page.locator("#voice option").count() > 1, page.inner_text("#voice-note")  # fetched with the header
     assert not [u for u in opened.requested if KEY in u.split("#", 1)[0]], opened.requested

@@ -62,8 +62,8 @@ OPEN_PATHS = frozenset(
 """Routes that need no key: the health check, the page and each of its files (which hold
 no secret and must load before the page can send the key). Nothing else, whatever its name."""
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-"""Host names always allowed: a page cannot make a browser send them unless it is itself
-served from this machine."""
+"""Host names always allowed: no rebinding makes a browser send them, only a URL that names
+them, and a page of another site that calls one is stopped by the Origin, CORS and body checks."""
 ANY_HOST = "*"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 KEY_IN_URL = ("Keys are not accepted in URLs (they end up in logs and browser history); send the "
@@ -149,7 +149,6 @@ class AccessMiddleware:
 
     def __init__(self, app: ASGIApp, policy: AccessPolicy) -> None:
         self.app = app
-        self.policy = policy
         self._key = policy.api_key.encode() if policy.api_key else None
         self._any_host = ANY_HOST in policy.allowed_hosts
         self._hosts = LOCAL_NAMES | {_split_host(name)[0] for name in policy.allowed_hosts}

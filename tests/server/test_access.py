@@ -14,6 +14,14 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from voicestream.access import OPEN_PATHS, RedactQueryValues, parse_names
+from voicestream.client import (
+    AsyncInvocationsClient,
+    AudioChunk,
+    InvocationsClient,
+    SpeechError,
+    SpeechSession,
+    SyncSpeechSession,
+)
 from voicestream.server import ServerSettings, free_port, running_server
 
 KEY = "s3cret-key"
@@ -51,6 +59,19 @@ def test_the_bearer_header_is_accepted_and_a_key_in_the_url_is_not(locked_server
     query = httpx.get(f"{locked_server}/metrics?key={KEY}")
     assert query.status_code == 401
     assert "not accepted in URLs" in query.json()["error"]["message"]
+
+
+async def test_every_python_client_sends_its_api_key_as_a_header(locked_server: str) -> None:
+    with InvocationsClient(locked_server, api_key=KEY) as client:
+        assert b"".join(client.stream("Hi."))[:4] == b"RIFF"
+    async with AsyncInvocationsClient(locked_server, api_key=KEY) as client:
+        assert [chunk async for chunk in client.stream("Hi.", format="pcm16")]
+    async with await SpeechSession.connect(locked_server, api_key=KEY) as session:
+        assert [event async for event in session.speak("Hi.") if isinstance(event, AudioChunk)]
+    with SyncSpeechSession.connect(locked_server, api_key=KEY) as sync_session:
+        assert [event for event in sync_session.speak("Hi.") if isinstance(event, AudioChunk)]
+    with pytest.raises(SpeechError), InvocationsClient(locked_server) as keyless:
+        b"".join(keyless.stream("Hi."))
 
 
 async def _spoken(ws) -> list[str]:

@@ -182,10 +182,14 @@ def test_no_key_reaches_the_access_log(engine, caplog: pytest.LogCaptureFixture)
     assert not [line for line in server_lines if KEY in line]  # (httpx logs the client's own URL)
 
 
-def test_redaction_keeps_paths_without_a_query() -> None:
+def test_redaction_keeps_paths_without_a_query_and_covers_websocket_lines() -> None:
     record = logging.LogRecord("uvicorn.access", logging.INFO, "", 0, '%s "%s %s"', ("1.2.3.4", "GET", "/ping"), None)
     RedactQueryValues().filter(record)
     assert record.getMessage() == '1.2.3.4 "GET /ping"'
+    handshake = ("1.2.3.4", "/invocations-bidirectional-stream?key=k3y&api_key=k3y")
+    record = logging.LogRecord("uvicorn.error", logging.INFO, "", 0, '%s - "WebSocket %s" [accepted]', handshake, None)
+    RedactQueryValues().filter(record)
+    assert "k3y" not in record.getMessage() and "?key=...&api_key=..." in record.getMessage()
 
 
 def test_cors_allows_only_the_configured_origin(locked_server: str) -> None:

@@ -7,6 +7,7 @@ import time
 
 import httpx
 import pytest
+from tests.server.wire import JSON_TYPE
 
 from voicestream.audio import SUPPORTED_FORMATS, decode_audio
 from voicestream.protocol import SSEDecoder
@@ -119,7 +120,7 @@ def test_nothing_speakable_is_a_valid_empty_wav(speech_server: str) -> None:
 
 
 def test_invocations_invalid_json(speech_server: str) -> None:
-    response = httpx.post(f"{speech_server}/invocations", content=b"{oops", timeout=30)
+    response = httpx.post(f"{speech_server}/invocations", content=b"{oops", headers=JSON_TYPE, timeout=30)
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_json"
 
 

@@ -7,8 +7,8 @@ import contextlib
 import json
 
 import httpx
+from tests.server.wire import JSON_TYPE, WirePeer, metric, open_non_reader
 from websockets.exceptions import ConnectionClosed
-from tests.server.wire import WirePeer, metric, open_non_reader
 
 LONG_TEXT = " ".join(f"This is sentence number {n} of a long answer that nobody reads." for n in range(1, 25))
 """About 80 s of speech."""
@@ -123,7 +123,7 @@ async def _errors(base_url: str) -> float:
 
 
 def test_huge_http_body_is_refused_before_it_is_read(speech_server: str) -> None:
-    declared = httpx.post(f"{speech_server}/invocations", content=b"x" * 5_000_000, timeout=30)
+    declared = httpx.post(f"{speech_server}/invocations", content=b"x" * 5_000_000, headers=JSON_TYPE, timeout=30)
     assert declared.status_code == 413
     assert declared.json()["error"]["code"] == "payload_too_large"
 
@@ -131,7 +131,7 @@ def test_huge_http_body_is_refused_before_it_is_read(speech_server: str) -> None
         for _ in range(10_000):
             yield b" " * 65536  # 640 MB if the server read it all
 
-    streamed = httpx.post(f"{speech_server}/v1/audio/speech", content=endless(), timeout=30)
+    streamed = httpx.post(f"{speech_server}/v1/audio/speech", content=endless(), headers=JSON_TYPE, timeout=30)
     assert streamed.status_code == 413
     assert streamed.json()["error"]["code"] == "payload_too_large"
 

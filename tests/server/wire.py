@@ -11,6 +11,8 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 
 WS_PATH = "/invocations-bidirectional-stream"
+JSON_TYPE = {"Content-Type": "application/json"}
+"""For a raw body (`content=`): the server reads only JSON-typed bodies (voicestream.access)."""
 
 
 def ws_url(base: str) -> str:

@@ -173,8 +173,10 @@ class SpeechSession:
         response_timeout: float = RESPONSE_TIMEOUT_S,
         max_unread_audio: int = MAX_UNREAD_AUDIO,
         resume: ResumePolicy | None = None,
+        api_key: str | None = None,
     ) -> SpeechSession:
-        """Connect `transport` (or a `WebSocketTransport` to the URL given) and start a session.
+        """Connect `transport` (or a `WebSocketTransport` to the URL given, with `api_key`
+        when the server has one) and start a session.
 
         `close_timeout` bounds how long `close` waits for the server to end the connection
         once everything is spoken; `response_timeout` how long pending requests may go
@@ -183,7 +185,7 @@ class SpeechSession:
         connection refused as ``busy`` is retried under the same policy.
         """
         if isinstance(transport, str):
-            transport = WebSocketTransport(transport)
+            transport = WebSocketTransport(transport, api_key=api_key)
         await _connect_with_retries(transport, resume)
         return cls(
             transport,

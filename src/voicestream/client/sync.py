@@ -66,6 +66,7 @@ class SyncSpeechSession:
         close_timeout: float = 10.0,
         resume: ResumePolicy | None = None,
         call_timeout: float = CALL_TIMEOUT_S,
+        api_key: str | None = None,
     ) -> SyncSpeechSession:
         """Start the session's thread and connect, as `SpeechSession.connect` does."""
         loop = asyncio.new_event_loop()
@@ -79,6 +80,7 @@ class SyncSpeechSession:
             sample_rate=sample_rate,
             close_timeout=close_timeout,
             resume=resume,
+            api_key=api_key,
         )
         try:
             session = asyncio.run_coroutine_threadsafe(connecting, loop).result(close_timeout + CONNECT_TIMEOUT_S)

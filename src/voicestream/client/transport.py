@@ -60,3 +60,9 @@ class Transport(ABC):
         """A new, unconnected transport like this one (to ``url`` if given), for a session
         that resumes on another connection; transports that cannot raise NotImplementedError."""
         raise NotImplementedError(f"{type(self).__name__} cannot reconnect")
+
+
+def bearer(api_key: str | None) -> dict[str, str]:
+    """The header that carries a server's API key (none without a key): every client
+    sends its key this way, never in a URL, which servers and proxies write to their logs."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}

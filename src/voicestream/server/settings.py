@@ -48,9 +48,11 @@ class ServerSettings:
     grace_s: float = 30.0
     """On SIGTERM: how long in-flight requests may take to finish before sessions are closed."""
     api_key: str | None = None
-    """When set, every route but ``/ping`` needs it (see ``voicestream.access``)."""
+    """When set, every route but ``/ping`` and the page needs it (see ``voicestream.access``)."""
     cors_origins: tuple[str, ...] = ()
     """Browser origins allowed to call the server from another site; none by default."""
+    allowed_hosts: tuple[str, ...] = ()
+    """``Host`` names accepted beside localhost and the server's own address (``*``: any)."""
     pipelined: bool = True
     """Accept a session's next message while earlier ones are still synthesizing and sending.
 

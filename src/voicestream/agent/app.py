@@ -12,7 +12,9 @@ is I/O), so `/ping` stays responsive all the same.
 
 The app also serves the agent page (`GET /`, static files of `voicestream.web`) and the
 speech server's voice list (`GET /voices`, fetched from it). A spoken question (`audio`
-instead of `prompt`) is transcribed first (`speech_input`), then answered like a typed one.
+instead of `prompt`) is transcribed first (`speech_input`), then answered like a typed one;
+the transcription counts inside the answer's deadline. Request bodies are capped
+(`BodyLimit`) before the framework reads them.
 
 The same app runs on AgentCore (in the container of docker/agent.Dockerfile, port 8080), and
 on one machine (`voicestream agent`, `serve_agent`).
@@ -37,6 +39,7 @@ from starlette.types import Receive, Scope, Send
 from strands.models import Model
 
 from voicestream.access import AccessPolicy, parse_names, protect
+from voicestream.agent.body_limit import BodyLimit
 from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
 from voicestream.agent.local_llm import DEFAULT_LOCAL_THREADS
 from voicestream.agent.runtime import (
@@ -234,6 +237,7 @@ class AgentService:
             return
         request_id = new_request_id()
         received = time.perf_counter()
+        deadline = asyncio.get_running_loop().time() + limits.answer_timeout_s
         try:
             try:
                 if not isinstance(payload, dict):
@@ -243,7 +247,7 @@ class AgentService:
                     )
                 request = parse_agent_request(payload)
                 if isinstance(request, AgentAudioRequest):
-                    heard = await self.recognizer.transcribe_async(request)
+                    heard = await self._transcribed(request, deadline)
                     took_ms = round((time.perf_counter() - received) * 1000, 1)
                     yield _dump(Transcript(request_id=request_id, t_ms=took_ms, text=heard))
                     request = request.asking(heard)
@@ -265,6 +269,7 @@ class AgentService:
                 request_id=request_id,
                 schedule=self.settings.schedule,
                 limits=limits,
+                deadline=deadline,
             )
             async with contextlib.aclosing(answer):
                 async for event in answer:
@@ -272,6 +277,19 @@ class AgentService:
         finally:
             with self._lock:
                 self.active_answers -= 1
+
+    async def _transcribed(self, request: AgentAudioRequest, deadline: float) -> str:
+        """The words of a spoken question, heard before the answer's deadline (`deadline`,
+        on the event loop's clock): transcription is part of the answer's time."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self.recognizer.transcribe_async(request)
+        except TimeoutError:
+            raise ProtocolError(
+                ErrorCode.ANSWER_TIMEOUT,
+                f"the answer took longer than {self.settings.limits.answer_timeout_s:g} s "
+                "and was stopped",
+            ) from None
 
 
 def _dump(event: Any) -> dict[str, Any]:
@@ -361,6 +379,7 @@ def create_app(
     app.router.routes.extend(
         [*page_routes(AGENT_PAGE), voices_route(settings.speech_url, settings.speech_api_key)]
     )
+    app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)
     protect(app, AccessPolicy(settings.api_key, settings.cors_origins, settings.allowed_hosts))
     app.add_middleware(DrainingPing, service=service)
 

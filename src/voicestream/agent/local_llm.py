@@ -174,9 +174,11 @@ is then evaluated afresh each time rather than reusing the previous one's cache.
 
         def post(kind: str, value: Any) -> None:
             """Hand one item to the loop, waiting for room until the consumer goes away."""
+            put = events.put((kind, value))
             try:
-                handed = asyncio.run_coroutine_threadsafe(events.put((kind, value)), loop)
+                handed = asyncio.run_coroutine_threadsafe(put, loop)
             except RuntimeError:  # the loop is closed: nobody is listening any more
+                put.close()
                 stop.set()
                 return
             while not stop.is_set():

@@ -14,12 +14,18 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from tests.agent.agent_checks import collect
+from tests.agent.agent_checks import collect, settled
 from tests.agent.test_agent_app import post_events
 from tests.agent.test_agent_voice_input import recording
 from tests.audio.test_audio_decode import ogg_flac_silence
 
-from voicestream.agent.app import AgentService, AgentSettings, create_app, running_agent
+from voicestream.agent.app import (
+    AgentService,
+    AgentSettings,
+    EventStream,
+    create_app,
+    running_agent,
+)
 from voicestream.agent.runtime import AnswerLimits
 from voicestream.engine import KokoroEngine, Piece
 from voicestream.protocol import SSEDecoder
@@ -210,3 +216,27 @@ async def test_transcription_counts_inside_the_answer_deadline(local_llm) -> Non
     assert [event["type"] for event in events] == ["error", "agent_end"]
     assert events[0]["code"] == "answer_timeout"
     assert service.active_answers == 0
+
+
+async def test_a_caller_that_takes_nothing_is_dropped_and_frees_its_answer(speech_server, local_llm) -> None:
+    """Driven as uvicorn drives the response, with a send that never completes: a caller
+    that stays connected and reads nothing (a socket's buffers would make this depend on
+    their sizes). The stream gives up after the deadline, and the answer's slot is free."""
+    limits = AnswerLimits(answer_timeout_s=1.0, keepalive_s=0.05)
+    service = AgentService(AgentSettings(speech_url=speech_server, limits=limits), local_llm)
+    stream = EventStream(service.answer({"prompt": "Hi."}), limits.keepalive_s, limits.answer_timeout_s)
+    never = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            await never.wait()
+
+    scope = {"type": "http", "asgi": {"spec_version": "2.3"}, "method": "POST", "headers": []}
+    async with asyncio.timeout(30):
+        await stream(scope, receive, send)
+    assert service.active_answers == 0
+    await settled(local_llm)

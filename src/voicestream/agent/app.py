@@ -35,7 +35,7 @@ from typing import Any
 import uvicorn
 from bedrock_agentcore.runtime import BedrockAgentCoreApp
 from starlette.responses import JSONResponse, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 from strands.models import Model
 
 from voicestream.access import AccessPolicy, parse_names, protect
@@ -300,20 +300,40 @@ KEEPALIVE = b": keep-alive\n\n"
 """An SSE comment: clients ignore it, proxies see bytes flowing and keep the stream open."""
 
 
+class _CallerStalled(Exception):
+    """One send waited longer than the stream allows: the caller takes nothing."""
+
+
 class EventStream(StreamingResponse):
     """Events as Server-Sent Events (`data: {json}`, one per event), with a keep-alive
     comment after `keepalive_s` without one; the events' generator is closed when the
-    response ends, also when the caller hung up halfway."""
+    response ends, also when the caller hung up halfway, or when one send waited
+    `send_timeout_s` (a caller that reads nothing but stays connected would otherwise hold
+    its answer, and its speech session, for as long as it likes)."""
 
-    def __init__(self, events: AsyncGenerator[dict[str, Any], None], keepalive_s: float) -> None:
+    def __init__(
+        self, events: AsyncGenerator[dict[str, Any], None], keepalive_s: float, send_timeout_s: float
+    ) -> None:
         self._body = _encoded(events, keepalive_s)
+        self._send_timeout_s = send_timeout_s
         super().__init__(
             self._body, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_in_time(message: Message) -> None:
+            try:
+                async with asyncio.timeout(self._send_timeout_s):
+                    await send(message)
+            except TimeoutError:
+                raise _CallerStalled from None
+
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, send_in_time)
+        except _CallerStalled:
+            logger.warning(
+                "the caller took nothing for %g s: its answer is dropped", self._send_timeout_s
+            )
         finally:
             await self._body.aclose()
 
@@ -385,7 +405,8 @@ def create_app(
 
     @app.entrypoint
     async def invocations(payload: Any) -> EventStream:
-        return EventStream(service.answer(payload), settings.limits.keepalive_s)
+        limits = settings.limits
+        return EventStream(service.answer(payload), limits.keepalive_s, limits.answer_timeout_s)
 
     return app
 

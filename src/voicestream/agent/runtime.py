@@ -96,7 +96,8 @@ class AnswerLimits:
 
     `max_answers` answers at once (more get `busy` at once); prompts up to
     `max_prompt_chars` (longer ones get `text_too_long`); an answer ends with
-    `answer_timeout` after `answer_timeout_s`; a speech server that sends nothing for
+    `answer_timeout` after `answer_timeout_s`, and a caller that takes nothing for as long
+    is dropped; a speech server that sends nothing for
     `speech_timeout_s` while requests are pending ends it with `speech_unavailable`;
     `keepalive_s` is the most an SSE stream stays silent (a comment keeps proxies patient);
     request bodies over `max_body_bytes` are refused (`payload_too_large`, 413) unread.

@@ -182,8 +182,9 @@ async def test_a_body_over_the_cap_is_refused_before_it_is_read(speech_server: s
 
     with running_agent(app) as url:
         async with httpx.AsyncClient(timeout=30) as client:
-            declared = await client.post(f"{url}/invocations", content=b"x" * 5_000_000)
-            streamed = await client.post(f"{url}/invocations", content=endless())
+            json_body = {"content-type": "application/json"}
+            declared = await client.post(f"{url}/invocations", content=b"x" * 5_000_000, headers=json_body)
+            streamed = await client.post(f"{url}/invocations", content=endless(), headers=json_body)
             within = await client.post(f"{url}/invocations", json={"mode": "bidi"})
     for refused in (declared, streamed):
         assert refused.status_code == 413

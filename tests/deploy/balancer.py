@@ -25,7 +25,7 @@ from voicestream.server import free_port
 
 def require(command: str, installed_by: str) -> str:
     """The command's path; CI installs it (.ci/run), so only a developer's run may skip."""
-    found = shutil.which(command)
+    found = shutil.which(command) or shutil.which(command, path="/usr/sbin:/sbin")
     if found is None:
         if os.environ.get("CI"):
             pytest.fail(f"{command} is missing on CI: {installed_by} should have installed it")

@@ -7,11 +7,12 @@ hold them to what the server, the images and the validators say.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import yaml
@@ -34,8 +35,15 @@ def helm() -> str:
     installed = REPO / ".tools" / "helm" / "helm"
     found = str(installed) if installed.is_file() else shutil.which("helm")
     if found is None:
-        pytest.skip("helm is not installed: run deploy/install-helm.sh (.ci/run does)")
+        absent("helm", "deploy/install-helm.sh")
     return found
+
+
+def absent(command: str, installed_by: str) -> NoReturn:
+    """A developer without the command skips; CI, whose .ci/run installs it, fails."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{command} is missing on CI: {installed_by} (run by .ci/run) should have installed it")
+    pytest.skip(f"{command} is not installed: {installed_by} installs it (.ci/run does)")
 
 
 def run_helm(*args: str) -> subprocess.CompletedProcess[str]:

@@ -328,9 +328,8 @@ def test_every_pod_is_locked_down(rendered: dict[str, list[dict[str, Any]]]) -> 
                 mounts = {m["mountPath"] for m in container.get("volumeMounts", [])}
                 assert "/tmp" in mounts or container["name"] == "speak"
     container = speech_container(rendered["defaults"])
-    hf_home = {e["name"]: e.get("value") for e in container["env"]}["HF_HOME"]
-    cache = next(m for m in container["volumeMounts"] if m["name"] == "cache")
-    assert hf_home.startswith(cache["mountPath"] + "/")
+    cache_home = {e["name"]: e.get("value") for e in container["env"]}["XDG_CACHE_HOME"]
+    assert cache_home == next(m for m in container["volumeMounts"] if m["name"] == "cache")["mountPath"]
     volumes = named(rendered["defaults"], "Deployment", "speech")["spec"]["template"]["spec"]["volumes"]
     assert {"name": "cache", "emptyDir": {"sizeLimit": "2Gi"}} in volumes
 

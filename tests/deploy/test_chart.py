@@ -125,6 +125,15 @@ def test_kubernetes_validate_strict(rendered: dict[str, list[dict[str, Any]]], v
             "Ingress", "Secret", "Pod"} <= kinds
 
 
+def test_kube_version_admits_the_validated_range_only() -> None:
+    oldest, newest = kube_versions()
+    for version in (oldest, newest):
+        assert run_helm("template", "vs", str(CHART), "--kube-version", version).returncode == 0, version
+    for version in ("1.28.0", "1.38.0"):
+        refused = run_helm("template", "vs", str(CHART), "--kube-version", version)
+        assert refused.returncode != 0 and "kubeVersion" in refused.stderr, version
+
+
 def strict(schema: Any) -> Any:
     """Unknown fields refused, as `kubectl --validate=strict` refuses them against a CRD:
     every object schema with properties and no say about others gets additionalProperties false."""

@@ -24,18 +24,24 @@ PROFILES = {path.name.removesuffix("-values.yaml"): path for path in sorted((CHA
 RELEASE = "vs"
 
 
-def tool(name: str) -> str | None:
-    """A command from this environment's bin folder (the dev group), else from PATH."""
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.is_file() else shutil.which(name)
+def tool(name: str) -> str:
+    """A command from this environment (the dev group), .tools/bin (deploy/install-tools.sh)
+    or PATH."""
+    for folder in (Path(sys.executable).parent, REPO / ".tools" / "bin"):
+        if (folder / name).is_file():
+            return str(folder / name)
+    found = shutil.which(name)
+    if found is None:
+        absent(name, "uv sync (kubernetes-validate) or deploy/install-tools.sh (checkov)")
+    return found
 
 
 def helm() -> str:
-    """The helm binary that deploy/install-helm.sh installs (.ci/run runs it), else PATH's."""
+    """The helm binary that deploy/install-tools.sh installs (.ci/run runs it), else PATH's."""
     installed = REPO / ".tools" / "helm" / "helm"
     found = str(installed) if installed.is_file() else shutil.which("helm")
     if found is None:
-        absent("helm", "deploy/install-helm.sh")
+        absent("helm", "deploy/install-tools.sh")
     return found
 
 

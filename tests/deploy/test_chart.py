@@ -106,7 +106,6 @@ def test_schema_refuses_values_the_chart_cannot_use() -> None:
 @pytest.mark.parametrize("version", kube_versions())
 def test_kubernetes_validate_strict(rendered: dict[str, list[dict[str, Any]]], version: str, tmp_path: Path) -> None:
     validator = tool("kubernetes-validate")
-    assert validator, "kubernetes-validate is a dev dependency: uv sync"
     files = []
     for name, docs in rendered.items():
         path = tmp_path / f"{name}.yaml"
@@ -167,7 +166,6 @@ def test_keda_scaled_object_against_kedas_crd_schema(rendered: dict[str, list[di
 
 def test_checkov_with_the_reviewed_skips(rendered: dict[str, list[dict[str, Any]]], tmp_path: Path) -> None:
     checkov = tool("checkov")
-    assert checkov, "checkov is a dev dependency: uv sync"
     for name, docs in rendered.items():
         (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump_all(docs))
     result = subprocess.run(

@@ -25,7 +25,7 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* The speech image: the flavor is the tag unless one is given. */}}
+{{/* The flavor is both the --device and, unless one is given, the image tag. */}}
 {{- define "voicestream.flavor" -}}{{ ternary "cuda" "cpu" .Values.gpu.enabled }}{{- end -}}
 {{- define "voicestream.speechImage" -}}
 {{ .Values.speech.image.repository }}:{{ .Values.speech.image.tag | default (include "voicestream.flavor" .) }}

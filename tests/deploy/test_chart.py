@@ -287,8 +287,10 @@ def test_image_port_and_user_match_the_dockerfiles_and_sagemaker(rendered: dict[
     assert f"--uid {uid}" in " ".join(i.args for i in agent_user.all("RUN"))
     for spec in pod_specs(rendered["gpu"]):
         assert spec["securityContext"]["runAsUser"] == int(uid)
-    agent = named(rendered["gpu"], "Deployment", "agent")["spec"]["template"]["spec"]["containers"][0]
-    assert agent["image"].startswith(compose["agent"]["image"] + ":")
+    agent = named(rendered["gpu"], "Deployment", "agent")["spec"]["template"]["spec"]
+    assert agent["containers"][0]["image"].startswith(compose["agent"]["image"] + ":")
+    platform = parse_dockerfile(AGENT_DOCKERFILE.read_text()).final.platform
+    assert agent["nodeSelector"] == {"kubernetes.io/arch": platform.removeprefix("linux/")}
 
 
 # --- GPU -----------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ async def test_sessions_spread_and_a_draining_replica_finishes_while_new_session
         assert (await speak_once(session, f"Hello number {n}.")).audio_bytes > 0
     wait_for(lambda: (sessions_on(a), sessions_on(b)) == (2, 2), 20, "sessions did not spread two and two")
     assert (a.metric(REQUESTS), b.metric(REQUESTS)) == (2, 2)
+    assert {name: row["scur"] for name, row in balancer.stats().items()} == {"a": "2", "b": "2"}
     for session in opened:
         await session.close()
     wait_for(lambda: sessions_on(a) + sessions_on(b) == 0, 20, "the closed sessions stayed open")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tests.deploy.balancer import Haproxy, Replica, haproxy, replicas, wait_for
 
-from voicestream.client import SpeechSession
+from voicestream.client import ResumePolicy, SpeechSession
 from voicestream.client.events import AudioChunk, SpeechCompleted, SpeechFailed
 from voicestream.engine.weights import resolve_weights
 
@@ -24,9 +24,12 @@ LONG_ANSWER = " ".join(f"Sentence {n} is spoken while the replica drains." for n
 
 
 @pytest.fixture
-def fleet(tmp_path: Path):
+def fleet(request: pytest.FixtureRequest, tmp_path: Path):
+    """Two replicas behind haproxy; `--grace-s` from the test's `grace` mark (60 s by default)."""
+    mark = request.node.get_closest_marker("grace")
+    grace_s = mark.args[0] if mark else 60
     model_dir = resolve_weights().model_path.parent
-    with replicas(["a", "b"], model_dir) as started, haproxy(started, tmp_path) as balancer:
+    with replicas(["a", "b"], model_dir, grace_s) as started, haproxy(started, tmp_path) as balancer:
         yield balancer, started
 
 
@@ -100,3 +103,41 @@ async def test_sessions_spread_and_a_draining_replica_finishes_while_new_session
     # uvicorn ends a drained server by re-raising the signal it caught.
     assert await asyncio.to_thread(draining.process.wait, 60) == -signal.SIGTERM
     assert balancer.stats()[draining.name]["status"].startswith("DOWN")
+
+
+RESUMED = [f"Sentence {n} of a long answer that outlasts a one second grace period." for n in range(1, 7)]
+
+
+@pytest.mark.grace(1)
+async def test_a_session_closed_for_the_drain_resumes_through_the_balancer_and_loses_nothing(
+    fleet: tuple[Haproxy, list[Replica]],
+) -> None:
+    """With `--grace-s 1` the drained replica closes the session with 1001 while most of the
+    answer is still to come; the client reconnects to the same address (the balancer), which
+    sends it to the other replica, and resends what it had not received."""
+    balancer, (a, b) = fleet
+    events = []
+    draining = other = None
+    async with await SpeechSession.connect(ws(balancer), resume=ResumePolicy(attempts=5, backoff_s=0.2)) as session:
+        for index, sentence in enumerate(RESUMED):
+            await session.submit(sentence, request_id=f"r{index}")
+        async for event in session.events():
+            events.append(event)
+            if isinstance(event, AudioChunk) and draining is None:
+                wait_for(lambda: sessions_on(a) + sessions_on(b) == 1, 20, "the session is not counted")
+                draining, other = (a, b) if sessions_on(a) == 1 else (b, a)
+                draining.sigterm()
+            if sum(isinstance(e, SpeechCompleted | SpeechFailed) for e in events) == len(RESUMED):
+                break
+    assert draining is not None and other is not None
+    assert session.resumes == 1
+    assert not [e for e in events if isinstance(e, SpeechFailed)]
+    completed = [e for e in events if isinstance(e, SpeechCompleted)]
+    assert [e.request_id for e in completed] == [f"r{n}" for n in range(len(RESUMED))]
+    for done in completed:
+        received = sum(len(e.data) for e in events if isinstance(e, AudioChunk) and e.request_id == done.request_id)
+        # what the first replica sent is not sent again: about one copy of each answer, not two
+        assert received == pytest.approx(done.audio_bytes, abs=24_000 * 2 // 5)
+    assert await asyncio.to_thread(draining.process.wait, 60) == -signal.SIGTERM
+    assert balancer.status(draining.name).startswith("DOWN")
+    assert other.metric(REQUESTS) >= 1, "the resumed requests were answered by the other replica"

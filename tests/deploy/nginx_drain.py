@@ -48,6 +48,7 @@ http {{
         location / {{
             proxy_pass http://replicas;
             proxy_http_version 1.1;
+            proxy_set_header Host $host;
             proxy_set_header Upgrade $http_upgrade;
             proxy_set_header Connection "upgrade";
             proxy_read_timeout 3600s;

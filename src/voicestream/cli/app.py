@@ -193,8 +193,28 @@ def serve(
     ] = 1_048_576,
     idle_timeout: Annotated[float, typer.Option("--idle-timeout", help="Close a session idle this many seconds.")] = 300.0,
     stale_after: Annotated[
-        float, typer.Option("--stale-after", help="Refuse requests whose request_timestamp is older (seconds).")
+        float, typer.Option("--stale-after", help="Answer `request_stale` for a request that waited this many "
+                            "seconds here for its first piece (the server's clock, not the client's).")
     ] = 60.0,
+    listener_budget_bytes: Annotated[
+        int, typer.Option("--listener-budget-bytes", help="Rendered, unsent audio one session or response may "
+                          "hold before its next piece waits (bytes as encoded).")
+    ] = 2 * 1024 * 1024,
+    buffer_budget_bytes: Annotated[
+        int, typer.Option("--buffer-budget-bytes", help="Rendered, unsent audio of all requests together "
+                          "(bytes); split evenly between listeners when short.")
+    ] = 64 * 1024 * 1024,
+    max_session_errors: Annotated[
+        int, typer.Option("--max-session-errors", help="Bad messages in a row a session may send; one more "
+                          "closes it with 1008.")
+    ] = 4096,
+    send_timeout: Annotated[
+        float, typer.Option("--send-timeout", help="Disconnect a client that takes no frame or body chunk for "
+                            "this many seconds.")
+    ] = 60.0,
+    max_whole_files: Annotated[
+        int, typer.Option("--max-whole-files", help="`stream: false` responses prepared at once; more get `busy`.")
+    ] = 8,
     grace_s: GraceS = 30.0,
     api_key: ApiKey = None,
     cors_origin: CorsOrigins = None,
@@ -218,6 +238,8 @@ def serve(
         host=host, port=port, device=device, model_dir=model_dir, variant=variant, max_sessions=max_sessions,
         max_queue=max_queue, max_session_requests=max_session_requests, max_body_bytes=max_body_bytes,
         idle_timeout_s=idle_timeout, stale_after_s=stale_after, grace_s=grace_s, api_key=api_key or None,
+        listener_budget_bytes=listener_budget_bytes, buffer_budget_bytes=buffer_budget_bytes,
+        max_session_errors=max_session_errors, send_timeout_s=send_timeout, max_whole_files=max_whole_files,
         cors_origins=tuple(cors_origin or ()), allowed_hosts=parse_names(allowed_host), pipelined=not sequential,
     )
     run_server(settings, log_level=log_level)

@@ -592,7 +592,9 @@ class SpeechSession:
         self._inbox.put_nowait(event)
 
     def _forget(self, request: _Request) -> None:
-        del self._requests[request.request_id]
+        """Drop a finished request; a second call (the reader failed it while `submit` was
+        still sending) changes nothing."""
+        self._requests.pop(request.request_id, None)
         if self._speaking is request:
             self._speaking = None
         if not self._requests:

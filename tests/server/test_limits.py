@@ -163,3 +163,37 @@ async def test_idle_timeout_spares_a_session_still_taking_its_audio(make_speech_
         assert answer.kinds == ["synthesis_start", "synthesis_complete"]
         await asyncio.sleep(0.7)
     await peer.close()
+
+
+ADVERSARIAL_TEXTS = ["$" * 20_000, "1" * 20_000, "a" * 20_000, "[" * 20_000, "a. " * 6_666]
+"""Inputs that froze the whole server for seconds when the normalizer's patterns were quadratic."""
+
+
+async def test_ping_keeps_answering_while_adversarial_texts_are_spoken(speech_server: str) -> None:
+    """The text path is linear, so no request holds the interpreter long enough to stop the
+    event loop: /ping answers within 250 ms while the longest adversarial texts are read
+    (one slow ping of ten is allowed for a loaded machine's scheduler; a frozen loop makes
+    them all slow)."""
+    pinged = asyncio.Event()
+    async with httpx.AsyncClient(timeout=120) as client:
+
+        async def speak(text: str) -> int:
+            async with client.stream("POST", f"{speech_server}/invocations",
+                                     json={"text": text, "stream": True, "format": "pcm16"}) as response:
+                await pinged.wait()  # the request is read, normalized and rendered meanwhile
+                return response.status_code
+
+        speaking = [asyncio.create_task(speak(text)) for text in ADVERSARIAL_TEXTS]
+        latencies = []
+        for _ in range(10):
+            started = asyncio.get_running_loop().time()
+            assert (await client.get(f"{speech_server}/ping")).status_code == 200
+            latencies.append(asyncio.get_running_loop().time() - started)
+            await asyncio.sleep(0.1)
+        pinged.set()
+        statuses = await asyncio.gather(*speaking)
+    assert all(status == 200 for status in statuses)
+    assert sorted(latencies)[-2] < 0.25, f"/ping took {max(latencies) * 1000:.0f} ms at worst: {latencies}"
+    async with asyncio.timeout(60):  # the streams the client left are ended by the server
+        while await metric(speech_server, "voicestream_queue_depth") != 0:
+            await asyncio.sleep(0.1)

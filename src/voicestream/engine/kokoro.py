@@ -31,6 +31,7 @@ from voicestream.engine.errors import (
     UnknownVoiceError,
     UnsupportedLanguageError,
 )
+from voicestream.engine.graph import load_graph
 from voicestream.engine.phonemes import Phonemizer, split_first_clause, split_phonemes
 from voicestream.engine.silence import PAUSE_AFTER_CLAUSE_S, PAUSE_AFTER_SENTENCE_S, trim_silence
 from voicestream.engine.voices import VoiceBank
@@ -81,7 +82,7 @@ def split_sentences(text: str) -> list[str]:
     return [*sentences, rest] if rest else sentences
 
 
-def _session(model_path: Path, providers: list[str], threads: int) -> ort.InferenceSession:
+def _session(model: str | bytes, providers: list[str], threads: int) -> ort.InferenceSession:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -92,7 +93,7 @@ def _session(model_path: Path, providers: list[str], threads: int) -> ort.Infere
     # Idle worker threads sleep instead of spinning: on a few shared cores a spinning pool
     # takes CPU from the LLM and the other runs between this session's runs.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(model_path), options, providers=providers)
+    return ort.InferenceSession(model, options, providers=providers)
 
 
 def _providers(device: str) -> list[str]:
@@ -140,16 +141,19 @@ class KokoroEngine:
         providers = _providers(device)
         self.files = files
         self.max_text_chars = max_text_chars
-        single = _session(files.model_path, providers, threads=1)
+        graph = load_graph(files.model_path)
+        self._durations_output = graph.durations
+        single = _session(graph.model, providers, threads=1)
         self.providers: list[str] = single.get_providers()
         self.device = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
         self.max_threads = 1 if self.device == "cuda" else max_threads or max_run_threads()
         self._sessions = {1: single}
         if self.max_threads > 1:
-            self._sessions[self.max_threads] = _session(files.model_path, providers, self.max_threads)
+            self._sessions[self.max_threads] = _session(graph.model, providers, self.max_threads)
         inputs = {i.name: i for i in single.get_inputs()}
         self._tokens_input = "input_ids" if "input_ids" in inputs else "tokens"
         self._speed_dtype = np.int32 if "int" in inputs["speed"].type else np.float32
+        self._outputs = [single.get_outputs()[0].name, *([graph.durations] if graph.durations else [])]
         self._phonemizer = Phonemizer()
         self._voices = VoiceBank(files.voices_dir)
 
@@ -246,7 +250,7 @@ class KokoroEngine:
             "speed": np.array([speed], dtype=self._speed_dtype),
         }
         session = self._sessions[self.max_threads if threads > 1 else 1]
-        audio = np.asarray(session.run(None, feed)[0], dtype=np.float32).ravel()
+        audio = np.asarray(session.run(self._outputs, feed)[0], dtype=np.float32).ravel()
         audio = trim_silence(audio, self.sample_rate, head=not piece.first, tail=not piece.last)
         if piece.pause_before_s:
             audio = np.concatenate([np.zeros(int(piece.pause_before_s * self.sample_rate), np.float32), audio])

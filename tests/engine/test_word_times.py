@@ -3,6 +3,8 @@ through the first-clause cut, `speed`, normalization, and in Japanese and Chines
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -24,7 +26,7 @@ def assert_in_order_inside(words: list[WordTiming], audio: np.ndarray, sample_ra
     """Words in order, not overlapping, inside the audio; what follows the last word is the
     end's silence (quiet), and what precedes the first is not speech either."""
     assert words[0].start_s >= 0
-    for before, after in zip(words, words[1:], strict=False):
+    for before, after in itertools.pairwise(words):
         assert before.start_s <= before.end_s <= after.start_s <= after.end_s
     assert words[-1].end_s <= audio.size / sample_rate
     speech = audio[int(words[0].start_s * sample_rate) : int(words[-1].end_s * sample_rate)]

@@ -18,7 +18,7 @@ _MARGIN_S = 0.02
 def trim_silence(audio: np.ndarray, sample_rate: int, head: bool = True, tail: bool = True) -> np.ndarray:
     """Cut silence (frames quieter than -40 dB of the peak) at the head and/or tail, keeping 20 ms."""
     start, end = speech_bounds(audio, sample_rate, head, tail)
-    return audio[start:end]
+    return audio if (start, end) == (0, audio.size) else audio[start:end]
 
 
 def speech_bounds(audio: np.ndarray, sample_rate: int, head: bool = True, tail: bool = True) -> tuple[int, int]:

@@ -135,6 +135,7 @@ _FIELD_PROBLEMS: Mapping[str, tuple[ErrorCode, str]] = {
         "request_timestamp must be a number of seconds since the Unix epoch",
     ),
     "stream": (ErrorCode.INVALID_MESSAGE, "stream must be true or false"),
+    "return_timestamps": (ErrorCode.INVALID_MESSAGE, "return_timestamps must be true or false"),
     "word_timestamps": (ErrorCode.INVALID_MESSAGE, "word_timestamps must be true or false"),
     "model": (ErrorCode.INVALID_MESSAGE, "model must be a string"),
     "stream_format": (ErrorCode.INVALID_MESSAGE, "stream_format must be audio or sse"),
@@ -281,6 +282,14 @@ class OpenAISpeechRequest(InboundMessage):
     def audio_format(self) -> AudioFormat:
         """Our name for the requested format: OpenAI's `pcm` is our `pcm16` (24 kHz, s16le)."""
         return "pcm16" if self.response_format == "pcm" else self.response_format
+
+
+class CaptionedSpeechRequest(OpenAISpeechRequest):
+    """Body of `POST /dev/captioned_speech`, Kokoro-FastAPI's route for audio with word
+    timestamps: OpenAI's fields, streamed by default (one JSON object per line)."""
+
+    stream: Annotated[bool, Field(strict=True)] = True
+    return_timestamps: Annotated[bool, Field(strict=True)] = True
 
 
 # --- speech server to client ------------------------------------------------------------
@@ -590,6 +599,11 @@ def parse_post_request(data: JSONInput) -> PostSynthesisRequest:
 def parse_openai_request(data: JSONInput) -> OpenAISpeechRequest:
     """The body of `POST /v1/audio/speech`. Raises `ProtocolError`."""
     return _validate(OpenAISpeechRequest, load_json_object(data))
+
+
+def parse_captioned_request(data: JSONInput) -> CaptionedSpeechRequest:
+    """The body of `POST /dev/captioned_speech`. Raises `ProtocolError`."""
+    return _validate(CaptionedSpeechRequest, load_json_object(data))
 
 
 def parse_agent_request(data: JSONInput) -> AgentRequest | AgentAudioRequest:

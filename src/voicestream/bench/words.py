@@ -93,6 +93,7 @@ def measure_words(engine: KokoroEngine, languages: Sequence[str], cuts: int = 12
         "Word timestamps: cut test and start error against Whisper, per language",
         ["language", "voice", "words", "cuts", "cut test passed", "pass rate", "Whisper", "start error ms (median)", "words matched"],
     )
+    context = machine_context()
     base = None
     with progress("bench words", len(languages) * (cuts + 1)) as advance:
         for language in languages:
@@ -120,4 +121,4 @@ def measure_words(engine: KokoroEngine, languages: Sequence[str], cuts: int = 12
     if english:
         rate = sum(int(row[4]) for row in english) / max(sum(int(row[3]) for row in english), 1)  # type: ignore[arg-type]
         table.note = f"English cut test {rate:.0%} (target ≥ {ENGLISH_TARGET:.0%})."
-    return Report("words", tables=[table], context={**machine_context(), "cuts per language": cuts})
+    return Report("words", tables=[table], context={**context, "cuts per language": cuts})

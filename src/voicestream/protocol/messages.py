@@ -199,8 +199,9 @@ class SynthesizeRequest(InboundMessage):
     format: AudioFormat = "pcm16"
     sample_rate: SampleRate = DEFAULT_SAMPLE_RATE
     request_timestamp: EpochSeconds | None = None
-    word_timestamps: Annotated[bool, Field(strict=True)] = False
-    """*Extension*: send a `word_timestamps` frame before each piece's audio."""
+    word_timestamps: Annotated[bool, Field(strict=True)] | None = None
+    """*Extension*: true sends a `word_timestamps` frame before each piece's audio; left
+    out of the JSON when unset, so a client's messages stay the reference's."""
 
     def ensure_request_id(self, make_id: Callable[[], str] = new_request_id) -> Self:
         """This request, with an id assigned by the server if the client sent none."""

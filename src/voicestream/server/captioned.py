@@ -26,6 +26,7 @@ from voicestream.engine import KokoroEngine
 from voicestream.engine.kokoro import RenderedPiece
 from voicestream.protocol import (
     CaptionedSpeechRequest,
+    ErrorCode,
     ProtocolError,
     WordTiming,
     parse_captioned_request,
@@ -68,7 +69,9 @@ async def captioned_speech(request: Request) -> Response:
     service: SpeechService = request.app.state.service
     try:
         body = parse_captioned_request(await read_body(request, service.settings.max_body_bytes))
-        language = service.check(body.input, body.kokoro_voice, body.speed, None, body.lang)
+        if service.draining:
+            raise RequestRejected(ErrorCode.BUSY, "The server is shutting down; try another instance.")
+        language = service.check(body.input, body.kokoro_voice, body.speed, body.lang)
     except ProtocolError as error:
         return _rejected(service, error.code, error.message, http_status(error.code))
     except RequestRejected as rejected:

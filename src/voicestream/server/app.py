@@ -23,6 +23,7 @@ from starlette.websockets import WebSocket
 from voicestream.access import AccessPolicy, accepted_subprotocol, protect
 from voicestream.engine import KokoroEngine
 from voicestream.protocol import ErrorCode, ErrorFrame
+from voicestream.server.captioned import captioned_speech
 from voicestream.server.discovery import list_models, list_openai_voices, list_voices
 from voicestream.server.http import error_response, invocations, openai_speech
 from voicestream.server.metrics import CONTENT_TYPE, ServerMetrics
@@ -153,6 +154,7 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
             Route("/ping", ping, methods=["GET"]),
             Route("/invocations", _needs_service(invocations), methods=["POST"]),
             Route("/v1/audio/speech", _needs_service(openai_speech), methods=["POST"]),
+            Route("/dev/captioned_speech", _needs_service(captioned_speech), methods=["POST"]),
             Route("/voices", _needs_service(list_voices), methods=["GET"]),
             Route("/v1/audio/voices", _needs_service(list_openai_voices), methods=["GET"]),
             Route("/v1/models", list_models, methods=["GET"]),

@@ -1,0 +1,47 @@
+"""``POST /dev/captioned_speech`` answers in Kokoro-FastAPI's shape, whole or line by line."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import httpx
+
+TEXT = "Dr. Lee arrived early. The $5 tickets sold out."
+KOKORO_ANSWER = {"audio", "audio_format", "timestamps"}
+KOKORO_WORD = {"word", "start_time", "end_time"}
+
+
+def test_whole_answer_has_kokoro_fastapi_shape(speech_server: str) -> None:
+    body = {"model": "kokoro", "input": TEXT, "voice": "af_heart", "response_format": "wav", "stream": False}
+    response = httpx.post(f"{speech_server}/dev/captioned_speech", json=body, timeout=120)
+    assert response.status_code == 200
+    answer = response.json()
+    assert set(answer) == KOKORO_ANSWER
+    assert answer["audio_format"] == "audio/wav"
+    audio = base64.b64decode(answer["audio"])
+    assert audio[:4] == b"RIFF"
+    words = answer["timestamps"]
+    assert all(set(word) == KOKORO_WORD for word in words)
+    assert [word["word"] for word in words] == TEXT.split()
+    audio_s = (len(audio) - 44) / 2 / 24_000
+    assert 0 <= words[0]["start_time"] < words[-1]["end_time"] <= audio_s
+
+
+def test_streamed_answer_is_one_object_per_line(speech_server: str) -> None:
+    body = {"input": TEXT, "voice": "af_heart", "response_format": "mp3"}  # stream is Kokoro-FastAPI's default
+    with httpx.stream("POST", f"{speech_server}/dev/captioned_speech", json=body, timeout=120) as response:
+        assert response.status_code == 200
+        lines = [json.loads(line) for line in response.iter_lines() if line]
+    assert len(lines) >= 2
+    assert all(set(line) == KOKORO_ANSWER and line["audio_format"] == "audio/mpeg" for line in lines)
+    words = [word for line in lines for word in line["timestamps"]]
+    assert [word["word"] for word in words] == TEXT.split()
+    starts = [word["start_time"] for word in words]
+    assert starts == sorted(starts)
+
+
+def test_bad_request_gets_the_servers_error(speech_server: str) -> None:
+    response = httpx.post(f"{speech_server}/dev/captioned_speech", json={"input": "hi", "speed": 9}, timeout=30)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_speed"

@@ -45,3 +45,32 @@ def test_bad_request_gets_the_servers_error(speech_server: str) -> None:
     response = httpx.post(f"{speech_server}/dev/captioned_speech", json={"input": "hi", "speed": 9}, timeout=30)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_speed"
+
+
+async def test_the_session_sends_word_times_before_each_pieces_audio(speech_server: str) -> None:
+    """A request that asks gets a `word_timestamps` frame before each piece's audio: every
+    word in order, timed from the request's start, within its audio; one that does not ask
+    sees only the original sample's frames."""
+    from tests.server.wire import WirePeer
+
+    peer = await WirePeer.open(speech_server)
+    text = "Dr. Lee paid $5 for it, then left. A second sentence follows."
+    await peer.send({"text": text, "request_id": "w", "word_timestamps": True})
+    frames = []
+    while True:
+        frame = await peer.ws.recv()
+        frames.append(frame)
+        if isinstance(frame, str) and '"synthesis_complete"' in frame:
+            break
+    kinds = ["audio" if isinstance(f, bytes) else json.loads(f)["type"] for f in frames]
+    assert kinds[0] == "synthesis_start" and kinds[-1] == "synthesis_complete"
+    assert kinds[1] == "word_timestamps" and kinds.count("word_timestamps") >= 2
+    words = [w for f in frames if isinstance(f, str) and '"word_timestamps"' in f for w in json.loads(f)["words"]]
+    assert [w["word"] for w in words] == text.split()
+    starts = [w["start_s"] for w in words]
+    assert starts == sorted(starts)
+    duration = json.loads(frames[-1])["total_duration_s"]
+    assert 0 <= starts[0] and words[-1]["end_s"] <= duration + 0.05
+    await peer.send({"text": "No times asked.", "request_id": "plain"})
+    assert (await peer.answer()).kinds == ["synthesis_start", "synthesis_complete"]
+    await peer.close()

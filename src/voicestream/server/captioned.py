@@ -6,33 +6,32 @@ content type, "timestamps": [{"word", "start_time", "end_time"}]}``, or with ``s
 one such object per line, each with one piece's audio and that piece's words (times from
 the start of the whole answer's audio).
 
-The scheduler renders bare audio, so this route renders through the engine's
-`stream_timed` in a worker thread, after the service's own checks (`SpeechService.check`);
-it does not hold a scheduler slot (see the word-times notes in docs/PROTOCOL.md).
+Like every route it is a thin adapter over the core: the request is queued with the
+scheduler (its slot, budgets, drain and metrics), which times the words of each piece as it
+renders it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
+import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
-from voicestream.audio import StreamEncoder, create_encoder, finalize_wav
-from voicestream.engine import KokoroEngine
-from voicestream.engine.kokoro import RenderedPiece
-from voicestream.protocol import (
-    CaptionedSpeechRequest,
-    ErrorCode,
-    ProtocolError,
-    WordTiming,
-    parse_captioned_request,
+from voicestream.audio import StreamEncoder, finalize_wav
+from voicestream.protocol import ProtocolError, WordTiming, parse_captioned_request
+from voicestream.server.http import BoundedStreamingResponse, _rejected, read_body
+from voicestream.server.job import Listener
+from voicestream.server.requests import (
+    AudioStream,
+    RequestRejected,
+    SpeechService,
+    SynthesisFailed,
+    http_status,
 )
-from voicestream.server.http import _rejected, read_body
-from voicestream.server.requests import RequestRejected, SpeechService, http_status
 
 
 def kokoro_timestamps(words: Sequence[WordTiming]) -> list[dict[str, object]]:
@@ -47,43 +46,45 @@ def _answer(audio: bytes, encoder: StreamEncoder, words: Sequence[WordTiming] | 
     return answer
 
 
-async def _pieces(engine: KokoroEngine, body: CaptionedSpeechRequest, language: str) -> AsyncIterator[RenderedPiece]:
-    pieces: Iterator[RenderedPiece] = engine.stream_timed(
-        body.input, body.kokoro_voice, body.speed, language=language, words=body.return_timestamps
-    )
-    while (piece := await asyncio.to_thread(next, pieces, None)) is not None:
-        yield piece
-
-
-async def _lines(engine: KokoroEngine, body: CaptionedSpeechRequest, language: str) -> AsyncIterator[bytes]:
-    encoder = create_encoder(body.audio_format, engine.sample_rate)
-    async for piece in _pieces(engine, body, language):
-        audio = encoder.encode(piece.audio)
-        if audio:
-            yield (json.dumps(_answer(audio, encoder, piece.words if body.return_timestamps else None)) + "\n").encode()
-    if tail := encoder.finish():
-        yield (json.dumps(_answer(tail, encoder, [] if body.return_timestamps else None)) + "\n").encode()
+async def _lines(stream: AudioStream, with_words: bool) -> AsyncIterator[bytes]:
+    try:
+        async with contextlib.aclosing(stream.chunks()) as chunks:
+            async for chunk in chunks:
+                if chunk.data:
+                    answer = _answer(chunk.data, stream.encoder, chunk.words if with_words else None)
+                    yield (json.dumps(answer) + "\n").encode()
+    except SynthesisFailed:
+        return  # the lines so far are sent; the log has the cause
+    finally:
+        stream.job.cancel()
 
 
 async def captioned_speech(request: Request) -> Response:
     service: SpeechService = request.app.state.service
     try:
         body = parse_captioned_request(await read_body(request, service.settings.max_body_bytes))
-        if service.draining:
-            raise RequestRejected(ErrorCode.BUSY, "The server is shutting down; try another instance.")
-        language = service.check(body.input, body.kokoro_voice, body.speed, body.lang)
+        job = service.start(
+            body.input, body.kokoro_voice, body.speed, Listener(), "captioned", "captioned",
+            body.audio_format, service.engine.sample_rate, body.lang, word_timestamps=body.return_timestamps,
+        )
     except ProtocolError as error:
         return _rejected(service, error.code, error.message, http_status(error.code))
     except RequestRejected as rejected:
         return _rejected(service, rejected.code, rejected.message, rejected.http_status)
-    service.metrics.requests.labels(route="captioned").inc()
+    stream = service.stream(job, route="captioned")
     if body.stream:
-        return StreamingResponse(_lines(service.engine, body, language), media_type="application/json")
-    encoder = create_encoder(body.audio_format, service.engine.sample_rate)
+        return BoundedStreamingResponse(
+            _lines(stream, body.return_timestamps), service.settings.send_timeout_s, media_type="application/json"
+        )
     audio, words = bytearray(), []
-    async for piece in _pieces(service.engine, body, language):
-        audio += encoder.encode(piece.audio)
-        words += piece.words
-    audio += encoder.finish()
+    try:
+        async with contextlib.aclosing(stream.chunks()) as chunks:
+            async for chunk in chunks:
+                audio += chunk.data
+                words += chunk.words
+    except SynthesisFailed as failure:
+        return _rejected(service, failure.code, failure.message, http_status(failure.code))
+    finally:
+        job.cancel()
     data = finalize_wav(bytes(audio)) if body.audio_format == "wav" else bytes(audio)
-    return JSONResponse(_answer(data, encoder, words if body.return_timestamps else None))
+    return JSONResponse(_answer(data, stream.encoder, words if body.return_timestamps else None))

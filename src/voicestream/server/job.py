@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from voicestream.audio import StreamEncoder
-from voicestream.protocol import DEFAULT_LANGUAGE, ErrorCode
+from voicestream.protocol import DEFAULT_LANGUAGE, ErrorCode, WordTiming
 
 
 class JobState(Enum):
@@ -72,10 +72,12 @@ class Listener:
 
 @dataclass(frozen=True)
 class RenderedChunk:
-    """One piece's audio, encoded in the request's format by the worker that rendered it."""
+    """One piece's audio, encoded in the request's format by the worker that rendered it,
+    and its words (when the request asked), timed from the start of the request's audio."""
 
     data: bytes
     seconds: float
+    words: tuple[WordTiming, ...] = ()
 
 
 class SynthesisJob:
@@ -90,6 +92,7 @@ class SynthesisJob:
         request_id: str = "",
         language: str = DEFAULT_LANGUAGE,
         encoder: StreamEncoder | None = None,
+        word_timestamps: bool = False,
     ) -> None:
         self.text = text
         self.voice = voice
@@ -100,6 +103,7 @@ class SynthesisJob:
         """What the text is read as: the request's ``lang``, else the voice's language."""
         self.encoder = encoder
         """Turns each rendered piece into wire bytes, in the worker; None: pcm16 at 24 kHz."""
+        self.word_timestamps = word_timestamps
         self.state = JobState.QUEUED
         self.arrival = time.monotonic()
         self.due_since = self.arrival

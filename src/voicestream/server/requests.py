@@ -23,6 +23,7 @@ from voicestream.server.scheduler import (
     JobFailed,
     JobState,
     Listener,
+    RenderedChunk,
     SynthesisJob,
     SynthesisScheduler,
 )
@@ -100,6 +101,13 @@ class AudioStream:
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         """The encoded audio; a failure ends it as `SynthesisFailed`, a cancel just ends it."""
+        async with contextlib.aclosing(self.chunks()) as chunks:
+            async for chunk in chunks:
+                if chunk.data:
+                    yield chunk.data
+
+    async def chunks(self) -> AsyncIterator[RenderedChunk]:
+        """The encoded audio piece by piece, with each piece's words (if asked for)."""
         sent = 0
         first_audio_ms: float | None = None
         try:
@@ -109,7 +117,7 @@ class AudioStream:
                         first_audio_ms = (time.monotonic() - self.job.arrival) * 1000
                         self.metrics.time_to_first_audio.labels(route=self.route).observe(first_audio_ms / 1000)
                     sent += len(chunk.data)
-                    yield chunk.data
+                    yield chunk
         except JobFailed as failure:  # the scheduler has logged any cause
             raise SynthesisFailed(failure.code, failure.message) from failure
         if self.job.state is not JobState.DONE:
@@ -197,7 +205,7 @@ class SpeechService:
 
     def start(
         self, text: str, voice: str, speed: float, listener: Listener, request_id: str, route: str,
-        format: str, sample_rate: int, language: str | None = None,
+        format: str, sample_rate: int, language: str | None = None, word_timestamps: bool = False,
     ) -> SynthesisJob:
         """Validate and queue one request; synthesis starts as soon as the scheduler allows.
 
@@ -208,7 +216,7 @@ class SpeechService:
             raise RequestRejected(ErrorCode.BUSY, "The server is shutting down; try another instance.")
         spoken_language = self.check(text, voice, speed, language)
         encoder = create_encoder(format, sample_rate)
-        job = SynthesisJob(text, voice, speed, listener, request_id, spoken_language, encoder)
+        job = SynthesisJob(text, voice, speed, listener, request_id, spoken_language, encoder, word_timestamps)
         try:
             self.scheduler.submit(job)
         except BusyError as error:

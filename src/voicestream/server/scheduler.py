@@ -67,7 +67,8 @@ import numpy as np
 
 from voicestream.cpus import CPU_USE, lower_thread_priority
 from voicestream.engine import KokoroEngine, Piece
-from voicestream.protocol import ErrorCode
+from voicestream.engine.alignment import offset_words
+from voicestream.protocol import ErrorCode, WordTiming
 from voicestream.server.job import JobFailed, JobState, Listener, RenderedChunk, SynthesisJob
 
 __all__ = [
@@ -336,13 +337,16 @@ class SynthesisScheduler:
                     f"than {self.budgets.stale_after_s:g} s are dropped.",
                 ))
                 return
-            job.pieces = self.engine.plan(job.text, job.language, cut_first_clause=job.listener.silent)
+            job.pieces = self.engine.plan(
+                job.text, job.language, cut_first_clause=job.listener.silent, words=job.word_timestamps
+            )
             job.start_speaking()
         started = time.perf_counter()
         first_audio = pool is self._first_audio_pool
-        data, seconds, last = await loop.run_in_executor(pool, self._render_next, job, first_audio)
+        data, seconds, last, words = await loop.run_in_executor(pool, self._render_next, job, first_audio)
         if job.finished:  # cancelled while the piece was rendering: drop it
             return
+        timed = tuple(offset_words(words, job.audio_seconds))
         if seconds:
             job.model_seconds += time.perf_counter() - started
             job.audio_seconds += seconds
@@ -350,7 +354,7 @@ class SynthesisScheduler:
             job.listener.buffered(seconds)
             if job.first_audio_at is None:
                 job.first_audio_at = time.monotonic()
-        job.deliver(RenderedChunk(data, seconds), last)
+        job.deliver(RenderedChunk(data, seconds, timed), last)
         self.peak_listener_bytes = max(self.peak_listener_bytes, job.listener.held_bytes)
         if last:
             self._next_is_due(job)
@@ -362,20 +366,26 @@ class SynthesisScheduler:
                 job.due_since = max(job.due_since, time.monotonic())
                 return
 
-    def _render_next(self, job: SynthesisJob, first_audio: bool) -> tuple[bytes, float, bool]:
-        """The next piece, encoded: its bytes, its duration and whether it was the request's
-        last (then the encoder's tail is included). Runs in a worker thread; first audio
-        gets every core when nothing else holds one."""
+    def _render_next(self, job: SynthesisJob, first_audio: bool) -> tuple[bytes, float, bool, list[WordTiming]]:
+        """The next piece, encoded: its bytes, its duration, whether it was the request's
+        last (then the encoder's tail is included) and its words timed from its own start.
+        Runs in a worker thread; first audio gets every core when nothing else holds one."""
         piece: Piece | None = next(job.pieces, None)  # type: ignore[call-overload]
         if piece is None:
-            return _encode(job, None, last=True), 0.0, True
+            return _encode(job, None, last=True), 0.0, True, []
         if not first_audio:
             with CPU_USE.holding(1):
-                audio = self.engine.render(piece, job.voice, job.speed, 1)
+                audio, words = self._render(job, piece, 1)
         else:
             with CPU_USE.claim_urgent(self.engine.max_threads, pause_background=job.listener.silent) as threads:
-                audio = self.engine.render(piece, job.voice, job.speed, threads)
-        return _encode(job, audio, piece.last), audio.size / self.engine.sample_rate, piece.last
+                audio, words = self._render(job, piece, threads)
+        return _encode(job, audio, piece.last), audio.size / self.engine.sample_rate, piece.last, words
+
+    def _render(self, job: SynthesisJob, piece: Piece, threads: int) -> tuple[np.ndarray, list[WordTiming]]:
+        if not job.word_timestamps:
+            return self.engine.render(piece, job.voice, job.speed, threads), []
+        rendered = self.engine.render_timed(piece, job.voice, job.speed, threads)
+        return rendered.audio, rendered.words
 
 
 def _encode(job: SynthesisJob, audio: np.ndarray | None, last: bool) -> bytes:

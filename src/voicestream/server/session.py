@@ -45,6 +45,7 @@ from voicestream.protocol import (
     SynthesisCancelled,
     SynthesisComplete,
     SynthesizeRequest,
+    WordTimestamps,
     parse_client_message,
 )
 from voicestream.server.job import Listener, SynthesisJob
@@ -221,7 +222,7 @@ class BidiSession:
             job = self.service.start(
                 request.text, request.voice, request.speed, self.listener, request.request_id or "",
                 route="websocket", format=request.format, sample_rate=request.sample_rate,
-                language=request.lang,
+                language=request.lang, word_timestamps=bool(request.word_timestamps),
             )
         except RequestRejected as rejected:
             await self._reject(rejected.code, rejected.message, request.request_id)
@@ -321,11 +322,14 @@ class BidiSession:
             return SynthesisCancelled(request_id=rid)
         stream = self.service.stream(accepted.job, route="websocket")
         await self._send(stream.start_frame(rid).to_json())
-        async with contextlib.aclosing(aiter(stream)) as audio_chunks:
-            async for audio in audio_chunks:
+        async with contextlib.aclosing(stream.chunks()) as chunks:
+            async for chunk in chunks:
                 if accepted.cancelled:
                     break
-                await self._send(audio)
+                if chunk.words:
+                    await self._send(WordTimestamps(request_id=rid, words=chunk.words).to_json())
+                if chunk.data:
+                    await self._send(chunk.data)
         if accepted.cancelled or stream.result is None:
             return SynthesisCancelled(request_id=rid)
         return stream.result.complete_frame(rid)

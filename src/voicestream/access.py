@@ -102,5 +102,7 @@ def protect(app: Starlette, api_key: str | None, cors_origins: Sequence[str]) ->
             CORSMiddleware,
             allow_origins=list(cors_origins),
             allow_methods=["GET", "POST", "OPTIONS"],
-            allow_headers=["Authorization", "Content-Type", "Accept"],
+            allow_headers=[
+                "Authorization", "Content-Type", "Accept", "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
+            ],  # the last: the agent's conversation id (PROTOCOL.md section 2)
         )

@@ -35,8 +35,7 @@ function sessionId() {
 }
 
 async function newConversation() {
-  await interrupt();
-  controller?.abort();
+  await halt();
   sessionStorage.removeItem(SESSION_KEY);
   interrupted = null;
   ui.answers.replaceChildren();
@@ -147,8 +146,16 @@ async function interrupt() {
   answer.interrupted = true;
   answer.playbackDone();
   if (heard === null || !answer.requestId || answer.view.element.dataset.session !== sessionId()) return;
-  interrupted = { request_id: answer.requestId, heard_ms: Math.round(heard * 1000) };
+  interrupted = { request_id: answer.requestId, heard_ms: heard * 1000 };
   answer.view.cut(heard, answer.sentenceSeconds);
+}
+
+/** Stop listening to the answer under way and stop its request, in that order and at once,
+ * so that no more of its audio reaches the player. */
+async function halt() {
+  const stopped = interrupt();
+  controller?.abort();
+  await stopped;
 }
 
 async function runAnswer(view, request, signal, session) {
@@ -169,6 +176,7 @@ async function runAnswer(view, request, signal, session) {
           break;
         case "agent_start":
           answer.requestId = event.request_id;
+          view.element.dataset.requestId = event.request_id;
           break;
         case "text_delta":
           if (!view.element.dataset.ttftMs) view.figure("ttft", answer.since());
@@ -230,8 +238,7 @@ function addTurn(input, views) {
 
 async function submit(input) {
   await ensurePlayer();
-  await interrupt();
-  controller?.abort();
+  await halt();
   controller = new AbortController();
   const { signal } = controller;
   showError("");
@@ -255,7 +262,7 @@ async function submit(input) {
     }
   } catch (error) {
     if (signal.aborted) {
-      showError("Stopped.");
+      if (controller?.signal === signal) showError("Stopped."); // not when a new question took over
     } else {
       console.error(error);
       showError(error instanceof TypeError ? `connection lost: ${error.message}` : error.message);
@@ -266,9 +273,7 @@ async function submit(input) {
 }
 
 async function stop() {
-  const stopped = interrupt();
-  controller?.abort();
-  await stopped;
+  await halt();
   if (current) current.playbackDone();
   ui.stop.disabled = true;
 }

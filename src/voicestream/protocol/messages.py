@@ -160,7 +160,8 @@ _FIELD_PROBLEMS: Mapping[str, tuple[ErrorCode, str]] = {
     ),
     "interrupted": (
         ErrorCode.INVALID_MESSAGE,
-        'interrupted must be {"heard_ms": milliseconds from 0, "request_id": the answer\'s id}',
+        "interrupted must be an object with heard_ms, the milliseconds heard (from 0), and "
+        "optionally request_id, the id of the answer cut short",
     ),
 }
 

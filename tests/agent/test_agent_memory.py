@@ -13,7 +13,8 @@ import pytest
 from tests.agent.llm_stubs import LLMStub, echo, fake_bedrock_runtime, openai_echo_server
 
 from voicestream.agent.app import AgentSettings, create_app, running_agent
-from voicestream.agent.llm import SYSTEM_PROMPT, create_model
+from voicestream.agent.conversation import chat
+from voicestream.agent.llm import SYSTEM_PROMPT, create_model, stream_text
 from voicestream.client import AgentAnswer, AsyncAgentClient
 from voicestream.protocol import (
     SESSION_HEADER,
@@ -103,6 +104,25 @@ async def test_the_local_model_remembers_a_name(agent_url, agent_app):
     assert "ada" in second.text.lower(), second.text
     history = agent_app.state.service.conversations.history(session)
     assert [m["content"][0]["text"] for m in history][2:] == ["What is my name?", second.text.strip()]
+
+
+@pytest.fixture
+def small_context_llm(local_llm):
+    """The local model with a context of 512 tokens (quick to fill, and to evaluate)."""
+    local_llm.update_config(n_ctx=512)
+    yield local_llm
+    local_llm.update_config(n_ctx=2048)
+
+
+async def test_the_local_model_answers_a_history_longer_than_its_context(small_context_llm):
+    """The oldest turns go, the question stays (llama.cpp refuses a prompt beyond its context)."""
+    turns = [(f"Fact {n}: " + "the sea is wide and deep. " * 10, "I see.") for n in range(10)]
+    messages = chat(turns, "My name is Ada. What is my name?")
+
+    async with asyncio.timeout(120):
+        text = "".join([delta async for delta in stream_text(small_context_llm, messages)])
+
+    assert text.strip()  # beyond its context, llama.cpp would have raised instead
 
 
 async def test_a_session_id_beyond_agentcore_bounds_is_refused(agent_url):

@@ -68,6 +68,15 @@ def test_what_is_heard_grows_with_time_and_is_a_prefix_cut_at_a_word(pieces, a, 
     assert heard_text(pieces, 0) == ""
 
 
+@given(_words, st.lists(st.floats(0.01, 1), min_size=8, max_size=8), st.floats(0, 10))
+def test_with_word_times_the_words_heard_are_those_ended_by_then(words, lengths, heard_s):
+    ends = [sum(lengths[: n + 1]) for n in range(len(words))]
+    times = tuple(WordTime(w, end - lengths[n], end) for n, (w, end) in enumerate(zip(words, ends)))
+    piece = SpokenPiece(" ".join(words), ends[-1] + 0.5, times)
+
+    assert heard_text([piece], heard_s) == " ".join(w for w, end in zip(words, ends) if end <= heard_s)
+
+
 def test_chat_alternates_and_joins_a_question_that_got_no_answer():
     messages = chat([("Hi, I am Ada.", "Hello Ada."), ("I like tea.", "")], "What do I like?")
 

@@ -160,8 +160,10 @@ _FIELD_PROBLEMS: Mapping[str, tuple[ErrorCode, str]] = {
     ),
     "interrupted": (
         ErrorCode.INVALID_MESSAGE,
-        "interrupted must be an object with heard_ms, the milliseconds heard (from 0), and "
-        "optionally request_id, the id of the answer cut short",
+        (
+            "interrupted must be an object with heard_ms, the milliseconds heard (from 0), and "
+            "optionally request_id, the id of the answer cut short"
+        ),
     ),
 }
 

@@ -52,11 +52,10 @@ def _words(text: str) -> list[str]:
 
 @dataclass
 class LLMStub:
-    """A running stub: its base URL and every request body (with its headers) it received."""
+    """A running stub: its base URL and every request body it received."""
 
     url: str
     requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -76,7 +75,6 @@ def openai_echo_server() -> Iterator[LLMStub]:
     async def completions(request: Request) -> StreamingResponse:
         body = await request.json()
         stub.requests.append(body)
-        stub.headers.append(dict(request.headers))
 
         def chunks() -> Iterator[str]:
             base = {"id": "chatcmpl-echo", "object": "chat.completion.chunk",
@@ -109,7 +107,6 @@ def fake_bedrock_runtime() -> Iterator[LLMStub]:
     async def converse_stream(request: Request) -> Response:
         body = await request.json()
         stub.requests.append(body)
-        stub.headers.append(dict(request.headers))
         events = [("messageStart", {"role": "assistant"})]
         events += [
             ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": piece}})

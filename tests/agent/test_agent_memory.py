@@ -40,12 +40,16 @@ def bedrock_fake() -> Iterator[LLMStub]:
         yield stub
 
 
-def agent_for(speech_server: str, provider: str, stub: LLMStub):
+def agent_for(speech_server: str, provider: str, stub: LLMStub, app_seen: list | None = None):
+    """The agent app with `provider` answering from `stub`, served on loopback."""
     if provider == "openai":
         model = create_model("openai", model="echo", base_url=stub.url, api_key="test")
     else:
         model = create_model("bedrock", model="amazon.nova-lite-v1:0", base_url=stub.url, region="us-east-1")
-    return running_agent(create_app(AgentSettings(speech_url=speech_server), llm=model))
+    app = create_app(AgentSettings(speech_url=speech_server), llm=model)
+    if app_seen is not None:
+        app_seen.append(app)
+    return running_agent(app)
 
 
 def user_and_assistant(messages: list[dict]) -> list[tuple[str, str]]:
@@ -167,3 +171,17 @@ async def test_an_interrupted_answer_is_remembered_up_to_the_last_word_heard(spe
     assert words and len(words) < len(partly.split())
     assert remembered == f"{heard_whole} {' '.join(words)}"
     assert first.text.strip().startswith(remembered)
+
+
+async def test_compare_asks_every_mode_as_a_first_question(speech_server, openai_stub):
+    from voicestream.bench.compare import compare
+
+    seen, apps = len(openai_stub.requests), []
+    with agent_for(speech_server, "openai", openai_stub, apps) as url:
+        results = await asyncio.wait_for(compare(url, FACT, ["bidi", "batch"], warmup=False), 180)
+
+    assert [r.error for r in results] == [None, None]
+    assert len(apps[0].state.service.conversations) == 2  # one conversation per answer
+    assert len(openai_stub.requests) - seen == 2
+    assert all(user_and_assistant(r["messages"]) == [("user", FACT)] for r in openai_stub.requests[seen:])
+

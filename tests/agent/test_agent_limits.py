@@ -1,20 +1,31 @@
-"""The agent stays finite: a cap on answers at once, a longest prompt, a deadline per answer,
-keep-alive comments on quiet streams, and a speech server that stalls or goes away."""
+"""The agent stays finite: a cap on answers at once, a longest prompt, a deadline per answer
+(transcription included), a cap on request bodies and on a recording's length, keep-alive
+comments on quiet streams, and a speech server that stalls or goes away."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
+from tests.agent.agent_checks import collect, settled
 from tests.agent.test_agent_app import post_events
+from tests.agent.test_agent_voice_input import recording
+from tests.audio.test_audio_decode import ogg_flac_silence
 
-from voicestream.agent.app import AgentSettings, create_app, running_agent
+from voicestream.agent.app import (
+    AgentService,
+    AgentSettings,
+    EventStream,
+    create_app,
+    running_agent,
+)
 from voicestream.agent.runtime import AnswerLimits
 from voicestream.engine import KokoroEngine, Piece
 from voicestream.protocol import SSEDecoder
@@ -159,3 +170,74 @@ async def test_ping_answers_503_while_the_agent_drains(speech_server: str, local
             refused = await post_events(url, {"prompt": "Hi."}, 10)
     assert draining.status_code == 503 and draining.json() == {"status": "draining"}
     assert refused[0]["code"] == "busy"
+
+
+async def test_a_body_over_the_cap_is_refused_before_it_is_read(speech_server: str, local_llm) -> None:
+    limits = AnswerLimits(max_body_bytes=64 * 1024)
+    app = create_app(AgentSettings(speech_url=speech_server, limits=limits), llm=local_llm)
+
+    async def endless() -> AsyncIterator[bytes]:
+        for _ in range(10_000):
+            yield b" " * 65536  # 640 MB if the framework read it all
+
+    with running_agent(app) as url:
+        async with httpx.AsyncClient(timeout=30) as client:
+            json_body = {"content-type": "application/json"}
+            declared = await client.post(f"{url}/invocations", content=b"x" * 5_000_000, headers=json_body)
+            streamed = await client.post(f"{url}/invocations", content=endless(), headers=json_body)
+            within = await client.post(f"{url}/invocations", json={"mode": "bidi"})
+    for refused in (declared, streamed):
+        assert refused.status_code == 413
+        assert refused.json()["error"]["code"] == "payload_too_large"
+    assert within.status_code == 200 and '"code":"text_required"' in within.text.replace(" ", "")
+
+
+async def test_a_long_silent_recording_is_refused_without_decoding_it_whole(agent_url: str) -> None:
+    """Ten minutes of Ogg FLAC silence is 130 kB: far under the byte limit, far over 120 s."""
+    data, _ = ogg_flac_silence(600)
+    payload = {"audio": base64.b64encode(data).decode("ascii"), "audio_format": "ogg"}
+
+    events = await post_events(agent_url, payload, 30)
+
+    assert [event["type"] for event in events] == ["error", "agent_end"]
+    assert events[0]["code"] == "audio_too_large" and "120 seconds" in events[0]["message"]
+
+
+async def test_transcription_counts_inside_the_answer_deadline(local_llm) -> None:
+    """The recognizer is busy (its lock held, as by another question) past the deadline:
+    the answer ends with `answer_timeout` instead of waiting for its turn."""
+    limits = AnswerLimits(answer_timeout_s=1.0)
+    service = AgentService(AgentSettings(limits=limits), local_llm)
+    tone = (0.1 * np.sin(np.arange(16_000) / 8)).astype(np.float32)
+    payload = {"audio": recording(tone, "wav", 16_000), "audio_format": "wav"}
+
+    with service.recognizer._lock:
+        events = await collect(service.answer(payload), 30)
+
+    assert [event["type"] for event in events] == ["error", "agent_end"]
+    assert events[0]["code"] == "answer_timeout"
+    assert service.active_answers == 0
+
+
+async def test_a_caller_that_takes_nothing_is_dropped_and_frees_its_answer(speech_server, local_llm) -> None:
+    """Driven as uvicorn drives the response, with a send that never completes: a caller
+    that stays connected and reads nothing (a socket's buffers would make this depend on
+    their sizes). The stream gives up after the deadline, and the answer's slot is free."""
+    limits = AnswerLimits(answer_timeout_s=1.0, keepalive_s=0.05)
+    service = AgentService(AgentSettings(speech_url=speech_server, limits=limits), local_llm)
+    stream = EventStream(service.answer({"prompt": "Hi."}), limits.keepalive_s, limits.answer_timeout_s)
+    never = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            await never.wait()
+
+    scope = {"type": "http", "asgi": {"spec_version": "2.3"}, "method": "POST", "headers": []}
+    async with asyncio.timeout(30):
+        await stream(scope, receive, send)
+    assert service.active_answers == 0
+    await settled(local_llm)

@@ -20,10 +20,11 @@ from tests.asr import transcribe, word_error_rate
 
 from voicestream.agent.app import free_port
 from voicestream.agent.llm import create_model
-from voicestream.agent.runtime import run, speech_transport
+from voicestream.agent.runtime import EVENT_QUEUE_SIZE, run, speech_transport
 from voicestream.protocol import AgentRequest
 
 MAX_WER = 0.25
+STORY = "Tell me a very long story about a dragon, in many paragraphs."
 
 
 def _no_other_tasks() -> set[asyncio.Task[object]]:
@@ -113,3 +114,33 @@ async def test_malformed_speech_address_is_an_error_event(local_llm):
     check_failure(events, "speech_unavailable")
     assert "ftp://speech" in events[-2]["message"]
     await settled(local_llm)
+
+
+
+async def test_a_caller_that_stops_reading_holds_the_answer_back(long_winded_llm, speech_server):
+    """While the caller takes nothing, the text task waits for room in the answer's bounded
+    queue (and so stops reading the LLM) instead of queueing every event; once the caller
+    reads again, the answer goes on where it stood."""
+    answer = run(AgentRequest(prompt=STORY), long_winded_llm, speech_server)
+    try:
+        async with asyncio.timeout(120):
+            first = [await anext(answer), await anext(answer)]  # agent_start, then the tasks run
+            text = next(task for task in asyncio.all_tasks() if task.get_name() == "agent-text")
+            while not _waits_for_room(text):
+                await asyncio.sleep(0.05)
+            events = first + [await anext(answer) for _ in range(EVENT_QUEUE_SIZE + 5)]
+    finally:
+        await answer.aclose()
+    deltas = [event["seq"] for event in events if event["type"] == "text_delta"]
+    assert deltas == list(range(len(deltas))) and len(deltas) > 1
+    await settled(long_winded_llm)
+
+
+def _waits_for_room(task: asyncio.Task[object]) -> bool:
+    """`task` is parked in `asyncio.Queue.put`, which waits only while its queue is full."""
+    awaited: object = task.get_coro()
+    while awaited is not None:
+        if getattr(awaited, "cr_code", None) is asyncio.Queue.put.__code__:
+            return True
+        awaited = getattr(awaited, "cr_await", None)
+    return False

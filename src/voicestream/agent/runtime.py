@@ -1,8 +1,8 @@
 """One answer of the agent as the events of PROTOCOL.md section 2: text from the LLM, speech
 from the speech server, in the order they happen.
 
-Two tasks write to one queue, and `run` yields what the queue holds, so events leave in
-true arrival order:
+Two tasks write to one bounded queue, and `run` yields what the queue holds, so events
+leave in true arrival order:
 
 - the *text* task drains the LLM stream, emits `text_delta`s and submits speech requests
   over one persistent speech session: in `bidi` mode each sentence as soon as the chunker
@@ -10,6 +10,10 @@ true arrival order:
 - the *audio* task drains the session and emits `audio_chunk`s: as they arrive (`bidi`,
   `batch-stream`), or, in `batch`, only once the one request is complete, which is the
   reference's baseline.
+
+A caller that reads slowly holds the tasks back, not memory: once `EVENT_QUEUE_SIZE`
+events wait, each task waits for room (until the answer's deadline), so the text task stops
+reading the LLM and the audio task stops reading the speech session.
 
 The audio travels base64-encoded inside JSON events: Bedrock AgentCore streams only JSON
 events (Server-Sent Events) from an agent runtime, so binary frames cannot cross this hop.
@@ -81,6 +85,11 @@ DEFAULT_CHUNK_SENTENCES = (1, 2)
 """After the first sentence: one sentence, then two at a time."""
 DEFAULT_SCHEDULE = ChunkSchedule(DEFAULT_FIRST_CLAUSE_WORDS, DEFAULT_CHUNK_SENTENCES)
 CLEANUP_TIMEOUT_S = 3.0
+EVENT_QUEUE_SIZE = 32
+"""Events an answer holds for a caller that has not taken them yet (an audio chunk is at
+most a few tens of kB of base64): beyond that its tasks wait."""
+MAX_BODY_BYTES = 12 * 1024 * 1024
+"""The largest spoken question (8 MiB of recording, 11.2 MB in base64) and its fields."""
 """How long stopping the LLM and the speech session may take before they are abandoned."""
 
 
@@ -90,9 +99,11 @@ class AnswerLimits:
 
     `max_answers` answers at once (more get `busy` at once); prompts up to
     `max_prompt_chars` (longer ones get `text_too_long`); an answer ends with
-    `answer_timeout` after `answer_timeout_s`; a speech server that sends nothing for
+    `answer_timeout` after `answer_timeout_s`, and a caller that takes nothing for as long
+    is dropped; a speech server that sends nothing for
     `speech_timeout_s` while requests are pending ends it with `speech_unavailable`;
-    `keepalive_s` is the most an SSE stream stays silent (a comment keeps proxies patient).
+    `keepalive_s` is the most an SSE stream stays silent (a comment keeps proxies patient);
+    request bodies over `max_body_bytes` are refused (`payload_too_large`, 413) unread.
     """
 
     max_answers: int = 8
@@ -100,11 +111,13 @@ class AnswerLimits:
     answer_timeout_s: float = 300.0
     speech_timeout_s: float = 30.0
     keepalive_s: float = 15.0
+    max_body_bytes: int = MAX_BODY_BYTES
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> AnswerLimits:
         """From VOICESTREAM_MAX_ANSWERS, VOICESTREAM_MAX_PROMPT_CHARS,
-        VOICESTREAM_ANSWER_TIMEOUT_S, VOICESTREAM_SPEECH_TIMEOUT_S, VOICESTREAM_KEEPALIVE_S."""
+        VOICESTREAM_ANSWER_TIMEOUT_S, VOICESTREAM_SPEECH_TIMEOUT_S, VOICESTREAM_KEEPALIVE_S,
+        VOICESTREAM_MAX_BODY_BYTES."""
         return cls(**fields_from_env(cls, env))
 
 
@@ -117,23 +130,34 @@ class _Failure(Exception):
         self.message = message
 
 
+class _CallerStalled(Exception):
+    """The caller took no event until the deadline: the task waiting for room gives up."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Finished:
     task: str
 
 
 class _Answer:
-    """The state of one answer: its clock, its counters and the queue both tasks write to."""
+    """The state of one answer: its clock, its deadline, its counters and the queue both
+    tasks write to."""
 
-    def __init__(self, request: AgentRequest, request_id: str, turn: Turn) -> None:
+    def __init__(
+        self, request: AgentRequest, request_id: str, deadline: float, turn: Turn
+    ) -> None:
         self.request = request
         self.request_id = request_id
+        self.deadline = deadline
+        """When the answer must end, on the event loop's clock."""
         self.turn = turn
         """What the conversation keeps of this answer: its text, and its spoken pieces with
         the length of their audio (for cutting it where the listener interrupted)."""
         self.language = request.lang or voice_language(request.voice)
         """What the answer is written and read in: the request's `lang`, else its voice's."""
-        self.queue: asyncio.Queue[dict[str, Any] | _Finished | _Failure] = asyncio.Queue()
+        self.queue: asyncio.Queue[dict[str, Any] | _Finished | _Failure] = asyncio.Queue(
+            EVENT_QUEUE_SIZE
+        )
         self._started = time.perf_counter()
         self.text_seq = 0
         self.chunk_seq = 0
@@ -153,10 +177,19 @@ class _Answer:
         stamped = model(request_id=self.request_id, t_ms=self.t_ms(), **fields)
         return stamped.model_dump(mode="json", exclude_none=True)
 
-    def emit(self, model: type[BaseModel], **fields: Any) -> dict[str, Any]:
+    async def emit(self, model: type[BaseModel], **fields: Any) -> dict[str, Any]:
         event = self.event(model, **fields)
-        self.queue.put_nowait(event)
+        await self.put(event)
         return event
+
+    async def put(self, item: dict[str, Any] | _Finished | _Failure) -> None:
+        """Queue `item` once there is room; a caller that takes nothing until the deadline
+        ends the waiting task (`_CallerStalled`), and `run` reports the deadline."""
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                await self.queue.put(item)
+        except TimeoutError:
+            raise _CallerStalled from None
 
     def end(self) -> dict[str, Any]:
         """`agent_end`, with the benchmark's extension fields when they were measured."""
@@ -169,14 +202,18 @@ class _Answer:
         )
 
 
-def speech_transport(target: str) -> Transport:
+def speech_transport(target: str, api_key: str | None = None) -> Transport:
     """The transport to the speech server named by `target`.
 
     `ws://`, `wss://`, `http://` or `https://` reach the server's WebSocket session route
-    (a base URL is enough); `sagemaker://ENDPOINT_NAME` (optionally `?region=us-east-1`)
-    reaches a SageMaker endpoint's bidirectional stream, which needs the `aws` extra.
+    (a base URL is enough), sending `api_key` as a Bearer header when given; a `?key=` in
+    the URL is refused (the server no longer reads keys from URLs). `sagemaker://ENDPOINT_NAME`
+    (optionally `?region=us-east-1`) reaches a SageMaker endpoint's bidirectional stream
+    (IAM, no key), which needs the `aws` extra.
     """
     parts = urlsplit(target)
+    if "key" in parse_qs(parts.query):
+        raise ValueError("a key in the speech server's URL is not accepted: give it as the speech API key")
     if parts.scheme == "sagemaker":
         from voicestream.client import SageMakerTransport
 
@@ -184,13 +221,15 @@ def speech_transport(target: str) -> Transport:
             raise ValueError(f"no endpoint name in {target!r}: use sagemaker://ENDPOINT_NAME")
         region = parse_qs(parts.query).get("region", [None])[0]
         return SageMakerTransport(parts.netloc, region)
-    return WebSocketTransport(target)
+    return WebSocketTransport(target, api_key=api_key)
 
 
-async def connect_speech(speech_url: str, request: AgentRequest) -> SpeechSession:
+async def connect_speech(
+    speech_url: str, request: AgentRequest, api_key: str | None = None
+) -> SpeechSession:
     """A persistent speech session with the request's voice and speed, pcm16 at 24 kHz."""
     try:
-        transport = speech_transport(speech_url)
+        transport = speech_transport(speech_url, api_key)
     except ValueError as error:
         raise ConnectionLostError(f"no speech server at {speech_url!r}: {error}") from error
     return await SpeechSession.connect(
@@ -208,16 +247,18 @@ async def run(
     llm: Model | Agent,
     speech_url: str,
     *,
+    speech_api_key: str | None = None,
     request_id: str | None = None,
     schedule: ChunkSchedule = DEFAULT_SCHEDULE,
     limits: AnswerLimits | None = None,
+    deadline: float | None = None,
     messages: Messages | None = None,
     turn: Turn | None = None,
 ) -> AsyncGenerator[dict[str, Any], None]:
     """Answer `request`, yielding PROTOCOL.md section 2 events as JSON-ready dicts.
 
     `llm` is a Strands model or agent (see `stream_text`); `speech_url` names the speech
-    server (see `speech_transport`). The first event is `agent_start`, the last `agent_end`.
+    server and `speech_api_key` is its key, if it has one (see `speech_transport`). The first event is `agent_start`, the last `agent_end`.
     `agent_end` carries two extension fields for the benchmark: `first_sentence_ms` (when
     the first speech request was sent: in `bidi` the first sentence, in the batch modes the
     whole answer) and `first_sentence_synthesis_s` (the speech server's `elapsed_s` for it).
@@ -226,17 +267,23 @@ async def run(
     good break after a few words, so that a short first request is synthesized sooner; later
     chunks are whole sentences (see `ChunkSchedule`).
 
-    `limits` gives the answer's deadline and how long the speech server may stay silent.
+    `limits` gives the answer's deadline and how long the speech server may stay silent;
+    `deadline` (on the event loop's clock) replaces `answer_timeout_s` from now, for an
+    answer whose time started earlier (a spoken question, once transcribed).
 
     `messages` are the conversation so far, ending with the request's prompt (see
     `conversation.chat`; by default the prompt alone); `turn` receives the answer's text,
     its spoken pieces and their audio as they go out.
     """
     limits = limits or AnswerLimits()
+    if deadline is None:
+        deadline = asyncio.get_running_loop().time() + limits.answer_timeout_s
     request_id = request_id or new_request_id()
-    answer = _Answer(request, request_id, turn or Turn(request_id, request.prompt))
+    answer = _Answer(request, request_id, deadline, turn or Turn(request_id, request.prompt))
     yield answer.event(AgentStart, mode=request.mode)
-    connecting = asyncio.create_task(connect_speech(speech_url, request), name="speech-connect")
+    connecting = asyncio.create_task(
+        connect_speech(speech_url, request, speech_api_key), name="speech-connect"
+    )
     tasks = [
         asyncio.create_task(
             _text_task(
@@ -248,12 +295,11 @@ async def run(
             _audio_task(answer, connecting, limits.speech_timeout_s), name="agent-audio"
         ),
     ]
-    deadline = asyncio.get_running_loop().time() + limits.answer_timeout_s
     try:
         finished: set[str] = set()
         while len(finished) < len(tasks):
             try:
-                async with asyncio.timeout_at(deadline):
+                async with asyncio.timeout_at(answer.deadline):
                     item = await answer.queue.get()
             except TimeoutError:
                 logger.warning("answer %s passed its deadline", answer.request_id)
@@ -296,7 +342,7 @@ async def _text_task(
             return
         session = await connecting
         await session.submit(spoken)
-        answer.emit(SentenceSent, index=answer.sentences, text=text)
+        await answer.emit(SentenceSent, index=answer.sentences, text=text)
         answer.turn.add_piece(text)
         if answer.sentences == 0:
             answer.first_sentence_ms = answer.t_ms()
@@ -313,7 +359,7 @@ async def _text_task(
                 except Exception as error:
                     logger.warning("the LLM failed: %r", error)
                     raise _Failure(ErrorCode.LLM_ERROR, _llm_message(error)) from error
-                event = answer.emit(TextDelta, seq=answer.text_seq, text=delta)
+                event = await answer.emit(TextDelta, seq=answer.text_seq, text=delta)
                 answer.turn.add_text(delta)
                 if answer.ttft_ms is None:
                     answer.ttft_ms = event["t_ms"]
@@ -329,9 +375,9 @@ async def _text_task(
         session = await connecting
         await session.close()
     except Exception as error:
-        _report(answer, error)
+        await _report(answer, error)
         raise
-    answer.queue.put_nowait(_Finished("text"))
+    await answer.put(_Finished("text"))
 
 
 async def _audio_task(
@@ -345,20 +391,20 @@ async def _audio_task(
                 if answer.request.mode == "batch":
                     held.append(event)
                 else:
-                    _emit_audio(answer, event)
+                    await _emit_audio(answer, event)
             elif isinstance(event, SpeechCompleted):
                 answer.duration_s += event.total_duration_s
                 if event.index == 0:
                     answer.first_sentence_synthesis_s = event.elapsed_s
                 for chunk in held:
-                    _emit_audio(answer, chunk)
+                    await _emit_audio(answer, chunk)
                 held.clear()
             elif isinstance(event, SpeechFailed):
                 raise event.error
     except Exception as error:
-        _report(answer, error)
+        await _report(answer, error)
         raise
-    answer.queue.put_nowait(_Finished("audio"))
+    await answer.put(_Finished("audio"))
 
 
 STALL_CHECK_S = 0.5
@@ -401,16 +447,16 @@ async def _events_while_alive(
         await events.aclose()
 
 
-def _emit_audio(answer: _Answer, chunk: AudioChunk) -> None:
+async def _emit_audio(answer: _Answer, chunk: AudioChunk) -> None:
     if not answer.audio_started:
         answer.audio_started = True
-        answer.emit(
+        await answer.emit(
             AudioStreamStart,
             format=AUDIO_FORMAT,
             sample_rate=SAMPLE_RATE,
             voice=answer.request.voice,
         )
-    event = answer.emit(
+    event = await answer.emit(
         AudioChunkEvent, seq=answer.chunk_seq, data=_base64(chunk.data), sentence=chunk.index
     )
     answer.turn.add_audio(chunk.index, len(chunk.data))
@@ -423,8 +469,11 @@ def _base64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _report(answer: _Answer, error: Exception) -> None:
-    """Put the failure a task ended with on the queue, as the `error` event it becomes."""
+async def _report(answer: _Answer, error: Exception) -> None:
+    """Put the failure a task ended with on the queue, as the `error` event it becomes; past
+    the deadline (the caller took nothing) `run` reports the deadline instead."""
+    if isinstance(error, _CallerStalled):
+        return
     if isinstance(error, _Failure):
         failure = error
     elif isinstance(error, SpeechError):
@@ -432,7 +481,8 @@ def _report(answer: _Answer, error: Exception) -> None:
     else:
         logger.exception("the agent failed", exc_info=error)
         failure = _Failure(ErrorCode.INTERNAL, "the agent failed; see its log")
-    answer.queue.put_nowait(failure)
+    with contextlib.suppress(_CallerStalled):
+        await answer.put(failure)
 
 
 def _speech_failure(error: SpeechError) -> _Failure:

@@ -11,15 +11,17 @@ VOICESTREAM_OFFLINE is set). It loads on the first spoken question, once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from voicestream.audio import AudioError, decode_recording
+from voicestream.audio import AudioError, RecordingTooLongError, decode_recording
 from voicestream.protocol import AgentAudioRequest, ErrorCode, ProtocolError
 
 logger = logging.getLogger(__name__)
@@ -29,6 +31,12 @@ MAX_SPOKEN_SECONDS = 120.0
 """Longer recordings are refused (`audio_too_large`): a question, not a lecture."""
 HUB_MODEL = "tiny.en"
 DEFAULT_ASR_THREADS = 2
+WAIT_CHECK_S = 0.1
+"""How often a transcription waiting for its turn looks whether its caller gave up."""
+
+
+class TranscriptionAbandoned(Exception):
+    """The caller stopped waiting (its answer passed its deadline); nobody reads the result."""
 
 
 def default_asr_model(environ: dict[str, str] | None = None) -> str:
@@ -70,14 +78,24 @@ def load_whisper(model: str, threads: int = DEFAULT_ASR_THREADS) -> Any:
 
 
 def transcribe_samples(
-    whisper: Any, samples: npt.NDArray[np.float32], *, skip_silence: bool = False
+    whisper: Any,
+    samples: npt.NDArray[np.float32],
+    *,
+    skip_silence: bool = False,
+    abandoned: threading.Event | None = None,
 ) -> str:
     """What Whisper hears in mono float32 `samples` at 16 kHz. With `skip_silence`, its
-    voice activity filter drops the parts without speech (Whisper invents words in silence)."""
+    voice activity filter drops the parts without speech (Whisper invents words in silence).
+    Once `abandoned` is set, it stops before the next segment (`TranscriptionAbandoned`)."""
     segments, _ = whisper.transcribe(
         samples, language="en", beam_size=1, vad_filter=skip_silence
     )
-    return " ".join(segment.text.strip() for segment in segments).strip()
+    texts = []
+    for segment in segments:
+        if abandoned is not None and abandoned.is_set():
+            raise TranscriptionAbandoned
+        texts.append(segment.text.strip())
+    return " ".join(texts).strip()
 
 
 class SpeechRecognizer:
@@ -95,25 +113,52 @@ class SpeechRecognizer:
             self._whisper = load_whisper(self.model, self.threads)
         return self._whisper
 
-    def transcribe(self, request: AgentAudioRequest) -> str:
+    def transcribe(
+        self, request: AgentAudioRequest, abandoned: threading.Event | None = None
+    ) -> str:
         """The words of `request`'s recording. Raises `ProtocolError` with `invalid_audio`,
-        `audio_too_large`, `asr_unavailable` or `no_speech`."""
+        `audio_too_large`, `asr_unavailable` or `no_speech`; `TranscriptionAbandoned` soon
+        after `abandoned` is set (while it waits for its turn, or between segments)."""
         try:
-            samples = decode_recording(request.recording(), request.audio_format, WHISPER_RATE)
+            samples = decode_recording(
+                request.recording(), request.audio_format, WHISPER_RATE, MAX_SPOKEN_SECONDS
+            )
+        except RecordingTooLongError:
+            raise ProtocolError(
+                ErrorCode.AUDIO_TOO_LARGE,
+                f"audio must last at most {MAX_SPOKEN_SECONDS:.0f} seconds",
+            ) from None
         except AudioError:
             raise ProtocolError(
                 ErrorCode.INVALID_AUDIO, f"audio is not a {request.audio_format} recording"
             ) from None
-        if len(samples) > MAX_SPOKEN_SECONDS * WHISPER_RATE:
-            raise ProtocolError(
-                ErrorCode.AUDIO_TOO_LARGE,
-                f"audio must last at most {MAX_SPOKEN_SECONDS:.0f} seconds",
+        abandoned = abandoned or threading.Event()
+        with self._turn(abandoned):
+            text = transcribe_samples(
+                self._loaded(), samples, skip_silence=True, abandoned=abandoned
             )
-        with self._lock:
-            text = transcribe_samples(self._loaded(), samples, skip_silence=True)
         if not text:
             raise ProtocolError(ErrorCode.NO_SPEECH, "no speech was heard in the recording")
         return text
 
+    @contextlib.contextmanager
+    def _turn(self, abandoned: threading.Event) -> Iterator[None]:
+        """The model to oneself, unless the caller gives up first."""
+        while not self._lock.acquire(timeout=WAIT_CHECK_S):
+            if abandoned.is_set():
+                raise TranscriptionAbandoned
+        try:
+            if abandoned.is_set():
+                raise TranscriptionAbandoned
+            yield
+        finally:
+            self._lock.release()
+
     async def transcribe_async(self, request: AgentAudioRequest) -> str:
-        return await asyncio.to_thread(self.transcribe, request)
+        """`transcribe` in a thread. A caller that stops waiting (cancelled, say by its
+        answer's deadline) also stops the thread: at its next segment, or before its turn."""
+        abandoned = threading.Event()
+        try:
+            return await asyncio.to_thread(self.transcribe, request, abandoned)
+        finally:
+            abandoned.set()

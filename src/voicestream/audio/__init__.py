@@ -6,7 +6,12 @@ format's client expects come out, as soon as the codec has them.
 
 from voicestream.audio.decode import decode_audio, decode_recording
 from voicestream.audio.encoder import StreamEncoder
-from voicestream.audio.errors import AudioError, UnsupportedFormatError, UnsupportedSampleRateError
+from voicestream.audio.errors import (
+    AudioError,
+    RecordingTooLongError,
+    UnsupportedFormatError,
+    UnsupportedSampleRateError,
+)
 from voicestream.audio.factory import (
     ENGINE_SAMPLE_RATE,
     SUPPORTED_FORMATS,
@@ -22,6 +27,7 @@ __all__ = [
     "SUPPORTED_FORMATS",
     "SUPPORTED_SAMPLE_RATES",
     "AudioError",
+    "RecordingTooLongError",
     "StreamEncoder",
     "StreamResampler",
     "UnsupportedFormatError",

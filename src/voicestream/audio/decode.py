@@ -5,7 +5,7 @@ import io
 import av
 import numpy as np
 
-from voicestream.audio.errors import AudioError, UnsupportedFormatError
+from voicestream.audio.errors import AudioError, RecordingTooLongError, UnsupportedFormatError
 from voicestream.audio.factory import ENGINE_SAMPLE_RATE, SUPPORTED_FORMATS
 from voicestream.audio.pcm import FloatArray, mulaw_to_float, pcm16_to_float
 
@@ -38,30 +38,41 @@ def decode_audio(
 _RECORDING_DEMUXERS = {"webm": "matroska", "ogg": "ogg", "wav": "wav"}
 
 
-def decode_recording(data: bytes, container: str, rate: int) -> FloatArray:
+def decode_recording(
+    data: bytes, container: str, rate: int, max_seconds: float | None = None
+) -> FloatArray:
     """Mono float32 samples at `rate` from a recording in `container` (`webm` or `ogg`, as
     browsers record, or `wav`), whatever codec, channels and rate it holds. Raises
-    `AudioError` when the bytes are not such a recording."""
+    `AudioError` when the bytes are not such a recording, and `RecordingTooLongError` as
+    soon as more than `max_seconds` are decoded: the rest is never decoded, so a small file
+    of compressed silence cannot grow into gigabytes of samples."""
     if container not in _RECORDING_DEMUXERS:
         raise UnsupportedFormatError(container, tuple(_RECORDING_DEMUXERS))
+    max_samples = None if max_seconds is None else round(max_seconds * rate)
     try:
-        return _decode_container(data, _RECORDING_DEMUXERS[container], rate)[0]
+        return _decode_container(data, _RECORDING_DEMUXERS[container], rate, max_samples)[0]
     except (av.FFmpegError, IndexError) as exc:
         raise AudioError(f"cannot decode this {container} recording") from exc
 
 
 def _decode_container(
-    data: bytes, demuxer: str, output_rate: int | None = None
+    data: bytes, demuxer: str, output_rate: int | None = None, max_samples: int | None = None
 ) -> tuple[FloatArray, int]:
-    """The first audio stream, mono float, at `output_rate` (None: its own), and the rate."""
+    """The first audio stream, mono float, at `output_rate` (None: its own), and the rate;
+    decoding stops once it holds more than `max_samples` (at `output_rate`)."""
     with av.open(io.BytesIO(data), mode="r", format=demuxer) as container:
         stream = container.streams.audio[0]
         to_mono_float = av.AudioResampler(format="flt", layout="mono", rate=output_rate)
         frames: list[av.AudioFrame] = []
+        decoded = 0
         rate = output_rate or stream.codec_context.sample_rate
         for frame in container.decode(stream):
             rate = output_rate or frame.sample_rate
-            frames.extend(to_mono_float.resample(frame))
+            for resampled in to_mono_float.resample(frame):
+                frames.append(resampled)
+                decoded += resampled.samples
+            if max_samples is not None and decoded > max_samples:
+                raise RecordingTooLongError(max_samples, decoded, rate)
         frames.extend(to_mono_float.resample(None))
     chunks = [np.asarray(frame.to_ndarray(), dtype=np.float32).reshape(-1) for frame in frames]
     return (np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)), rate

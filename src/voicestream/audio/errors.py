@@ -33,3 +33,14 @@ class UnsupportedSampleRateError(AudioError, ValueError):
             f"unsupported sample rate {sample_rate!r}; supported sample rates (Hz): "
             f"{', '.join(str(rate) for rate in self.supported)}"
         )
+
+
+class RecordingTooLongError(AudioError):
+    """A recording longer than allowed. Decoding stopped at the first frame past the limit,
+    so `decoded_samples` exceeds `max_samples` by at most one frame."""
+
+    def __init__(self, max_samples: int, decoded_samples: int, rate: int) -> None:
+        self.max_samples = max_samples
+        self.decoded_samples = decoded_samples
+        self.rate = rate
+        super().__init__(f"the recording lasts longer than {max_samples / rate:g} s")

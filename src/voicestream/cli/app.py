@@ -154,11 +154,21 @@ LogJson = Annotated[bool, typer.Option("--log-json", help="One JSON object per l
 ApiKey = Annotated[
     str | None,
     typer.Option("--api-key", envvar="VOICESTREAM_API_KEY",
-                 help="Require this key on every route but /ping (Bearer header, ?key= or subprotocol)."),
+                 help="Require this key on every route but /ping and the page: an Authorization: Bearer "
+                 "header, or on a WebSocket the subprotocol voicestream.key.KEY (never in the URL)."),
 ]
 CorsOrigins = Annotated[
     list[str] | None,
-    typer.Option("--cors-origin", help="A browser origin allowed to call from another site (repeatable)."),
+    typer.Option("--cors-origin", help="A browser origin (https://app.example) allowed to call from another "
+                 "site and open WebSocket sessions (repeatable); other sites' pages are refused."),
+]
+AllowedHosts = Annotated[
+    list[str] | None,
+    typer.Option("--allowed-host", envvar="VOICESTREAM_ALLOWED_HOSTS",
+                 help="A Host name accepted beside localhost, 127.0.0.1, ::1 and the address a request "
+                 "arrives on (repeatable, or comma-separated in the variable); * accepts any, as the "
+                 "container images do behind SageMaker, AgentCore or a load balancer. Others get 403 "
+                 "(DNS rebinding)."),
 ]
 GraceS = Annotated[
     float, typer.Option("--grace-s", help="On SIGTERM, seconds in-flight requests may take to finish.")
@@ -183,11 +193,32 @@ def serve(
     ] = 1_048_576,
     idle_timeout: Annotated[float, typer.Option("--idle-timeout", help="Close a session idle this many seconds.")] = 300.0,
     stale_after: Annotated[
-        float, typer.Option("--stale-after", help="Refuse requests whose request_timestamp is older (seconds).")
+        float, typer.Option("--stale-after", help="Answer `request_stale` for a request that waited this many "
+                            "seconds here for its first piece (the server's clock, not the client's).")
     ] = 60.0,
+    listener_budget_bytes: Annotated[
+        int, typer.Option("--listener-budget-bytes", help="Rendered, unsent audio one session or response may "
+                          "hold before its next piece waits (bytes as encoded).")
+    ] = 2 * 1024 * 1024,
+    buffer_budget_bytes: Annotated[
+        int, typer.Option("--buffer-budget-bytes", help="Rendered, unsent audio of all requests together "
+                          "(bytes); split evenly between listeners when short.")
+    ] = 64 * 1024 * 1024,
+    max_session_errors: Annotated[
+        int, typer.Option("--max-session-errors", help="Bad messages in a row a session may send; one more "
+                          "closes it with 1008.")
+    ] = 4096,
+    send_timeout: Annotated[
+        float, typer.Option("--send-timeout", help="Disconnect a client that takes no frame or body chunk for "
+                            "this many seconds.")
+    ] = 60.0,
+    max_whole_files: Annotated[
+        int, typer.Option("--max-whole-files", help="`stream: false` responses prepared at once; more get `busy`.")
+    ] = 8,
     grace_s: GraceS = 30.0,
     api_key: ApiKey = None,
     cors_origin: CorsOrigins = None,
+    allowed_host: AllowedHosts = None,
     log_level: LogLevel = "info",
     log_json: LogJson = False,
     sequential: Annotated[
@@ -197,6 +228,7 @@ def serve(
     ] = False,
 ) -> None:
     """Run the speech server (the SageMaker container contract); SIGTERM drains it."""
+    from voicestream.access import parse_names
     from voicestream.logs import configure_logging
     from voicestream.server import ServerSettings
     from voicestream.server import serve as run_server
@@ -206,6 +238,8 @@ def serve(
         host=host, port=port, device=device, model_dir=model_dir, variant=variant, max_sessions=max_sessions,
         max_queue=max_queue, max_session_requests=max_session_requests, max_body_bytes=max_body_bytes,
         idle_timeout_s=idle_timeout, stale_after_s=stale_after, grace_s=grace_s, api_key=api_key or None,
-        cors_origins=tuple(cors_origin or ()), pipelined=not sequential,
+        listener_budget_bytes=listener_budget_bytes, buffer_budget_bytes=buffer_budget_bytes,
+        max_session_errors=max_session_errors, send_timeout_s=send_timeout, max_whole_files=max_whole_files,
+        cors_origins=tuple(cors_origin or ()), allowed_hosts=parse_names(allowed_host), pipelined=not sequential,
     )
     run_server(settings, log_level=log_level)

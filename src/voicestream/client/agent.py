@@ -25,6 +25,7 @@ from typing import Any, Self
 
 import httpx
 
+from voicestream.client.transport import bearer
 from voicestream.protocol import (
     DEFAULT_VOICE,
     SESSION_HEADER,
@@ -115,11 +116,8 @@ def _payload(
     return payload
 
 
-def _headers(session_id: str | None) -> dict[str, str]:
-    headers = {"Accept": "text/event-stream"}
-    if session_id:
-        headers[SESSION_HEADER] = session_id
-    return headers
+def _session(session_id: str | None) -> dict[str, str]:
+    return {SESSION_HEADER: session_id} if session_id else {}
 
 
 class _EventReader:
@@ -156,15 +154,22 @@ def _check_status(url: str, status: int, body: bytes) -> None:
 
 
 class AgentClient:
-    """The agent at `target` (base URL or AgentCore runtime ARN), synchronously; with a
-    `session_id` (see `new_session_id`), one conversation."""
+    """The agent at `target` (base URL or AgentCore runtime ARN), synchronously; `api_key` is
+    sent as `Authorization: Bearer KEY` to an agent that has one (an ARN uses IAM instead);
+    with a `session_id` (see `new_session_id`), one conversation."""
 
     def __init__(
-        self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, session_id: str | None = None
+        self,
+        target: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        api_key: str | None = None,
+        session_id: str | None = None,
     ) -> None:
         self.target = target
         self.timeout_s = timeout_s
         self.session_id = session_id
+        self._headers = {"Accept": "text/event-stream", **bearer(api_key)}
         self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=10.0))
 
     def __enter__(self) -> Self:
@@ -220,7 +225,7 @@ class AgentClient:
         url = self.target.rstrip("/") + INVOCATIONS_PATH
         try:
             with self._http.stream(
-                "POST", url, json=payload, headers=_headers(self.session_id)
+                "POST", url, json=payload, headers=self._headers | _session(self.session_id)
             ) as response:
                 if response.status_code != 200:
                     _check_status(url, response.status_code, response.read())
@@ -231,15 +236,22 @@ class AgentClient:
 
 
 class AsyncAgentClient:
-    """The agent at `target` (base URL or AgentCore runtime ARN), for asyncio; with a
-    `session_id` (see `new_session_id`), one conversation."""
+    """The agent at `target` (base URL or AgentCore runtime ARN), for asyncio; `api_key` is
+    sent as `Authorization: Bearer KEY` to an agent that has one (an ARN uses IAM instead);
+    with a `session_id` (see `new_session_id`), one conversation."""
 
     def __init__(
-        self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, session_id: str | None = None
+        self,
+        target: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        api_key: str | None = None,
+        session_id: str | None = None,
     ) -> None:
         self.target = target
         self.timeout_s = timeout_s
         self.session_id = session_id
+        self._headers = {"Accept": "text/event-stream", **bearer(api_key)}
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10.0))
 
     async def __aenter__(self) -> Self:
@@ -298,7 +310,7 @@ class AsyncAgentClient:
         url = self.target.rstrip("/") + INVOCATIONS_PATH
         try:
             async with self._http.stream(
-                "POST", url, json=payload, headers=_headers(self.session_id)
+                "POST", url, json=payload, headers=self._headers | _session(self.session_id)
             ) as response:
                 if response.status_code != 200:
                     _check_status(url, response.status_code, await response.aread())

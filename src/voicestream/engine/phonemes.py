@@ -30,6 +30,15 @@ _SENTENCE_CUT = re.compile(r"(?<=[.!?…])\s+")
 _CLAUSE_CUT = re.compile(r"(?<=[,;:—])\s+")
 _WORD_CUT = re.compile(r"\s+")
 
+MAX_ESPEAK_CHARS = 500
+"""Longer texts go to phonemizer in pieces of about this length: its punctuation handling
+splits and rejoins the whole line once per mark, so one call costs the text's length times
+its marks (seconds for "1,1,1,..." at 20 000 characters)."""
+_ESPEAK_MARKS = re.escape(';:,.!?¡¿—…"«»“”(){}[]')
+"""phonemizer's default punctuation marks: it phonemizes the text between them apart."""
+_AFTER_MARK_AND_SPACE = re.compile(rf"(?<=[{_ESPEAK_MARKS}])\s+")
+_AFTER_MARKS = re.compile(rf"(?<=[{_ESPEAK_MARKS}])(?=[^{_ESPEAK_MARKS}])")
+
 ESPEAK_LANGUAGES = frozenset({"en-us", "en-gb", "es", "fr-fr", "hi", "it", "pt-br"})
 MISAKI_LANGUAGES = frozenset({"ja", "zh"})
 
@@ -78,12 +87,29 @@ class EspeakG2P:
         if not self._english:  # as Kokoro's pipeline: parentheses become espeak's quote marks
             text = text.replace("«", "“").replace("»", "”").replace("(", "«").replace(")", "»")
         with self._lock:
-            raw = self._backend.phonemize([text], strip=True)[0]
+            raw = "".join(
+                self._backend.phonemize([piece], strip=True)[0] + joiner for piece, joiner in _espeak_pieces(text)
+            )
         if self._english:
             return raw
         for tied, single in _ESPEAK_TO_KOKORO:
             raw = raw.replace(tied, single)
         return raw.replace("^", "").replace("-", "").replace("«", "(").replace("»", ")")
+
+
+def _espeak_pieces(text: str, limit: int = MAX_ESPEAK_CHARS) -> list[tuple[str, str]]:
+    """`text` cut for phonemizer where it cuts anyway, after a punctuation mark, each piece
+    with what joins its phonemes to the next: a space where whitespace was (phonemizer
+    keeps the mark's spaces, and the caller collapses them), nothing within a run of marks
+    and words with no space ("1,1,1,", cut only when longer than `limit`)."""
+    if len(text) <= limit:
+        return [(text, "")]
+    pieces: list[tuple[str, str]] = []
+    for batch in _pack([atom for atom in _AFTER_MARK_AND_SPACE.split(text) if atom], limit):
+        cuts = _pack(_AFTER_MARKS.split(batch), limit, joiner="") if len(batch) > limit else [batch]
+        pieces += [(cut, "") for cut in cuts[:-1]] + [(cuts[-1], " ")]
+    pieces[-1] = (pieces[-1][0], "")
+    return pieces
 
 
 class MisakiG2P:
@@ -176,12 +202,15 @@ def split_first_clause(phonemes: str, min_len: int = FIRST_CLAUSE_MIN_PHONEMES) 
     return [phonemes]
 
 
-def _pack(atoms: list[str], limit: int) -> list[str]:
+def _pack(atoms: list[str], limit: int, joiner: str = " ") -> list[str]:
     """Join neighbouring atoms greedily while they fit, so there are few, long batches."""
-    batches: list[str] = []
+    batches: list[list[str]] = []
+    length = 0
     for atom in atoms:
-        if batches and len(batches[-1]) + 1 + len(atom) <= limit:
-            batches[-1] = f"{batches[-1]} {atom}"
+        if batches and length + len(joiner) + len(atom) <= limit:
+            batches[-1].append(atom)
+            length += len(joiner) + len(atom)
         else:
-            batches.append(atom)
-    return batches
+            batches.append([atom])
+            length = len(atom)
+    return [joiner.join(batch) for batch in batches]

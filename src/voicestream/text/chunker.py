@@ -69,6 +69,10 @@ may still turn out to be a marker."""
 _SPEAKABLE_OR_NEWLINE = re.compile("[^\\W_]|[" + "".join(NEWLINES) + "]")
 """A letter or digit (what `str.isalnum` accepts) or a newline; searched in C, since the
 text after a sentence mark may be a long run of symbols or spaces."""
+_FEED_WINDOW = 256
+"""`feed` hands the scan at most this many new characters at a time, so that cutting a
+chunk off the pending text copies only what is left of the window, not the whole rest of a
+long fragment; the chunks are the same however the text is split (the module's rule)."""
 _MAX_LIST_MARKER_LEN = 6
 _MAX_WORD_LEN = 40
 _MAX_BREAK_WORD_LEN = max(len(word) for word in BREAK_WORDS | PHRASE_WORDS)
@@ -88,10 +92,16 @@ def _collapse_whitespace(text: str) -> str:
 
 
 class _Lookahead:
-    """Read access to the pending text that raises `_NeedMoreText` past its end."""
+    """Read access to the pending text that raises `_NeedMoreText` past its end.
+
+    `resume` remembers how far an unbounded look ahead (a run of sentence marks, the way to
+    the next letter) got before the text ran out, keyed by what it looked for and where it
+    started, so that text fed one character at a time is not rescanned from there on every
+    fragment. It lives as long as one chunk's pending text, which only grows."""
 
     def __init__(self, text: str) -> None:
         self.text = text
+        self.resume: dict[tuple[str, int], int] = {}
 
     def __getitem__(self, index: int) -> str:
         if index >= len(self.text):
@@ -130,7 +140,13 @@ class IncrementalSentenceChunker:
 
     def feed(self, fragment: str) -> list[str]:
         """Add a fragment of text; return the chunks it completed, in order."""
-        self._pending += fragment
+        chunks: list[str] = []
+        for start in range(0, len(fragment), _FEED_WINDOW):
+            self._pending += fragment[start : start + _FEED_WINDOW]
+            chunks += self._ready_chunks()
+        return chunks
+
+    def _ready_chunks(self) -> list[str]:
         chunks: list[str] = []
         while (boundary := self._scan()) is not None:
             mid_sentence = self._cut_mid_sentence
@@ -159,12 +175,17 @@ class IncrementalSentenceChunker:
 
     def _start_chunk(self, pending: str) -> None:
         self._pending = pending
+        self._lookahead = _Lookahead(pending)
         self._cut_mid_sentence = False
         """Whether the boundary `_scan` returns is a latency-mode cut, not a sentence end."""
         self._position = 0
         """Where scanning resumes: every candidate before it was decided as no boundary."""
         self._speakable_seen = False
         """Whether the chunk before `_position` holds a letter or digit."""
+        self._tokens = self._words = 0
+        """Whitespace-separated tokens, and those with a letter or digit (words), that end
+        before `_position`; `_in_token` and `_in_word` say whether one is open there."""
+        self._in_token = self._in_word = False
         self._last_token_start = -1
         self._list_marker: str | None = None
         """The value ("1", "a") of the last list marker seen in this chunk."""
@@ -174,18 +195,34 @@ class IncrementalSentenceChunker:
     def _scan(self) -> int | None:
         """Advance through the pending text; return the next boundary, or None when the
         text runs out before one is decided."""
-        text = _Lookahead(self._pending)
+        text = self._lookahead
+        text.text = self._pending
         try:
             while self._position < len(self._pending):
                 i = self._position
                 boundary = self._boundary_at(text, i)
                 if boundary is not None:
                     return boundary
-                self._speakable_seen = self._speakable_seen or _is_speakable(self._pending[i])
-                self._position += 1
+                self._step_over(self._pending[i])
         except _NeedMoreText:
             pass
         return None
+
+    def _step_over(self, char: str) -> None:
+        """Advance `_position` past `char`, keeping the counts before it."""
+        if char.isspace():
+            self._tokens += self._in_token
+            self._words += self._in_word
+            self._in_token = self._in_word = False
+        else:
+            self._in_token = True
+            if _is_speakable(char):
+                self._in_word = self._speakable_seen = True
+        self._position += 1
+
+    def _words_before(self) -> int:
+        """`_count_words(self._pending[:self._position])`, without recounting."""
+        return self._words + self._in_word
 
     def _boundary_at(self, text: _Lookahead, i: int) -> int | None:
         char = text[i]
@@ -319,15 +356,18 @@ class IncrementalSentenceChunker:
         next_word = _next_word(text, start)
         if kind is AbbreviationKind.POSTFIX:
             return next_word in SENTENCE_STARTERS
-        if word.lower() in {"a.m", "p.m"} and _is_fronted_time_phrase(pending, i):
+        tokens = self._tokens + self._in_token
+        if word.lower() in {"a.m", "p.m"} and _is_fronted_time_phrase(pending, i, tokens):
             return False
         return next_word not in NAMES_AFTER_TIME
 
     @staticmethod
     def _next_speakable(text: _Lookahead, start: int) -> int | None:
         """The first letter or digit from `start` on, or None if a newline comes first."""
-        found = _SPEAKABLE_OR_NEWLINE.search(text.text, start)
+        key = ("speakable", start)
+        found = _SPEAKABLE_OR_NEWLINE.search(text.text, text.resume.get(key, start))
         if found is None:
+            text.resume[key] = len(text.text)
             raise _NeedMoreText
         return None if found.group() in NEWLINES else found.start()
 
@@ -371,7 +411,7 @@ class IncrementalSentenceChunker:
                 return None
             if pending[i] == "-" and (i == 0 or not pending[i - 1].isspace()):
                 return None
-        if _count_words(pending[:i]) < self.schedule.min_words(self._cuts, self._last_chunk_words):
+        if self._words_before() < self.schedule.min_words(self._cuts, self._last_chunk_words):
             return None
         start = self._next_speakable(text, i + 1)
         if start is None:
@@ -385,7 +425,7 @@ class IncrementalSentenceChunker:
         enough words, a phrase word one word later, anything at the word cap."""
         if not self._may_cut() or i < self._list_marker_end:
             return None
-        words = _count_words(text.text[:i])
+        words = self._words_before()
         if words < self.schedule.min_words(self._cuts, self._last_chunk_words):
             return None
         token = _whole_token(text, i)
@@ -410,14 +450,19 @@ def _continues_a_run(pending: str, i: int) -> bool:
 def _run_end(text: _Lookahead, i: int) -> int:
     """The end of the run of sentence marks at `i`, with the quotes, brackets and footnote
     references that close it ("He left.\")", "It is true.[1]")."""
-    end = i
-    while True:
-        if text[end] in TERMINATORS or text[end] in CLOSERS:
-            end += 1
-        elif footnote := _footnote_length(text, end):
-            end += footnote
-        else:
-            return end
+    key = ("run", i)
+    end = text.resume.get(key, i)
+    try:
+        while True:
+            if text[end] in TERMINATORS or text[end] in CLOSERS:
+                end += 1
+            elif footnote := _footnote_length(text, end):
+                end += footnote
+            else:
+                return end
+    except _NeedMoreText:
+        text.resume[key] = end
+        raise
 
 
 def _footnote_length(text: _Lookahead, start: int) -> int:
@@ -523,8 +568,8 @@ def _count_words(text: str) -> int:
     return sum(1 for token in text.split() if any(_is_speakable(c) for c in token))
 
 
-def _is_fronted_time_phrase(pending: str, i: int) -> bool:
-    """Whether the chunk up to "a.m."/"p.m." at `i` is only a time phrase opening a
-    sentence ("At 5 a.m. Mr. Smith went out"), which cannot be a sentence on its own."""
-    words = pending[:i].split(maxsplit=3)
-    return 2 <= len(words) <= 3 and words[0].lower() in FRONTED_TIME_PREPOSITIONS
+def _is_fronted_time_phrase(pending: str, i: int, tokens: int) -> bool:
+    """Whether the chunk up to "a.m."/"p.m." at `i`, `tokens` tokens long, is only a time
+    phrase opening a sentence ("At 5 a.m. Mr. Smith went out"), which cannot be a sentence
+    on its own."""
+    return 2 <= tokens <= 3 and pending[:i].split(maxsplit=1)[0].lower() in FRONTED_TIME_PREPOSITIONS

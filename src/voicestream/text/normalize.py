@@ -14,6 +14,12 @@ Choices:
   rewriting of symbols or numbers happens inside them;
 - line breaks are kept (one per line of text), other whitespace runs become one space.
 
+Every pattern runs in time linear in the text (a request may hold 20 000 characters, and
+the work holds the GIL): where a pattern tried at each start of a long run would rescan
+the run, it is written so that a start that must fail fails at once (a possessive
+quantifier, a lookbehind at the run's start) or the failed stretch is matched whole and
+kept as it is (`_keep_unless`, `_strong_markers`, `_urls_and_emails`).
+
 Normalizing the result again changes nothing, short of contrived mixes of markup and
 symbols ("##&amp;" gives "## and", then "and").
 """
@@ -23,7 +29,7 @@ from __future__ import annotations
 import functools
 import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from voicestream.text.abbreviations import MONTHS, TITLES
 from voicestream.text.spoken_forms import speak_in_language
@@ -39,19 +45,27 @@ _HTML_BLOCK_TAG = re.compile(
     re.IGNORECASE,
 )
 _HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
-_IMAGE = re.compile(r"!\[[^\]\n]*\]\([^)\n]*\)")
-_LINK = re.compile(r"\[([^\]\n]*)\]\([^)\n]*\)")
-_REFERENCE_LINK = re.compile(r"\[([^\]\n]+)\]\[[^\]\n]*\]")
-_HEADING = re.compile(r"^[ \t]*#{1,6}[ \t]+", re.MULTILINE)
-_BLOCKQUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+", re.MULTILINE)
-_HORIZONTAL_RULE = re.compile(r"^[ \t]*([-*_])(?:[ \t]*\1){2,}[ \t]*$", re.MULTILINE)
-_BULLET = re.compile(r"^[ \t]*(?:[-*+•◦▪‣⁃][ \t]+)+", re.MULTILINE)
-_TABLE_RULE = re.compile(
-    r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$", re.MULTILINE
+# The link patterns match a failed candidate too, up to where every later candidate in it
+# would fail the same way (the same closing bracket or line end), and keep it unchanged:
+# their group "end" is set only for a whole link.
+_IMAGE = re.compile(r"!\[[^\]\n]*+(?:\]\([^)\n]*+(?P<end>\))?)?")
+_LINK = re.compile(r"\[([^\]\n]*+)(?:\]\([^)\n]*+(?P<end>\))?)?")
+_REFERENCE_LINK = re.compile(r"\[([^\]\n]++)(?:\]\[[^\]\n]*+(?P<end>\])?)?")
+_LINE_MARKERS = re.compile(
+    r"^(?:[ \t]*+(?:#{1,6}[ \t]++|>[ \t]?+|[-*+•◦▪‣⁃][ \t]++))++", re.MULTILINE
 )
-_TABLE_ROW = re.compile(r"^[ \t]*\|(.*?)\|?[ \t]*$", re.MULTILINE)
+"""Heading marks, quote marks and bullets that open a line, in any mix ("> - ## x"): all
+removed at once, since one removal per pass of `_strip_markup` would make a line of
+thousands of them take thousands of passes."""
+_HORIZONTAL_RULE = re.compile(r"^[ \t]*([-*_])(?:[ \t]*\1){2,}[ \t]*$", re.MULTILINE)
+_TABLE_RULE = re.compile(
+    r"^[ \t]*+\|?[ \t]*+:?-{3,}:?[ \t]*+(?:\|[ \t]*+:?-{3,}:?[ \t]*+)*+\|?[ \t]*+$", re.MULTILINE
+)
+_TABLE_ROW = re.compile(r"^[ \t]*+\|(.*)", re.MULTILINE)
+"""A row's cells: a closing "|" and trailing spaces make only empty cells, which are dropped."""
 _INLINE_CODE = re.compile(r"`+([^`\n]*)`+")
 _STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_STRONG_OPENER = re.compile(r"(\*\*|__)(?=\S)")
 _EMPHASIS = re.compile(r"(?<![\w*])([*_])(?=\S)([^*_\n]+?)(?<=\S)\1(?![\w*])")
 _STRIKETHROUGH = re.compile(r"~~(.+?)~~")
 _STRAY_MARKUP = re.compile(r"\*{2,}|(?<!\w)_{2,}|_{2,}(?!\w)|`+|~~")
@@ -72,6 +86,11 @@ _EMOJI = re.compile(
 _URL_OR_EMAIL = re.compile(
     r"(?:https?://|www\.)[^\s<>]*[^\s<>.,;:!?)\]'\"]|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
 )
+_URL_OR_EMAIL_AT_RUN_START = re.compile(
+    r"(?:https?://|www\.)[^\s<>]*[^\s<>.,;:!?)\]'\"]|(?<![\w.+-])[\w.+-]++@[\w-]+(?:\.[\w-]+)+"
+)
+"""`_URL_OR_EMAIL` with an address only at the start of a run of the characters before
+its "@": one found later in the run would also be found at the run's start."""
 
 _THOUSANDS_SEPARATOR = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _CURRENCY_SYMBOLS: dict[str, tuple[str, str, str, str]] = {
@@ -82,7 +101,7 @@ _CURRENCY_SYMBOLS: dict[str, tuple[str, str, str, str]] = {
 }
 _SCALES = "thousand|million|billion|trillion"
 _MONEY = re.compile(
-    r"[$€£¥]*([$€£¥])[ \t]?(\d+)(?:\.(\d+))?(?![\d.]\d)(?:[ \t]?(" + _SCALES + r"|[kKmMbB]n?)\b)?"
+    r"(?<![$€£¥])[$€£¥]*([$€£¥])[ \t]?(\d+)(?:\.(\d+))?(?![\d.]\d)(?:[ \t]?(" + _SCALES + r"|[kKmMbB]n?)\b)?"
 )
 _SCALE_LETTERS = {"k": "thousand", "m": "million", "mn": "million", "b": "billion", "bn": "billion"}
 _PERCENT = re.compile(r"(\d)[ \t]?%")
@@ -121,6 +140,7 @@ _POSTFIX_FORMS = {
 }
 _SENTENCE_CONTINUES = re.compile(r"[ \t]*[a-z0-9,;:)]")
 """What follows an abbreviation's period when that period does not end the sentence."""
+_ONLY_SPACE_LEFT = re.compile(r"\s*+\Z")
 
 
 def normalize_for_speech(text: str, language: str = "en-us") -> str:
@@ -129,11 +149,8 @@ def normalize_for_speech(text: str, language: str = "en-us") -> str:
 
     The rules for symbols and numbers are English ones and apply to English (``en-*``)
     only; other languages get theirs from :func:`speak_in_language`."""
-    text = _EMOJI.sub("", html.unescape(text))
-    previous = None
-    while previous != text:  # removing markup can expose more: "🎉 - item", "**# x**"
-        previous = text
-        text = _strip_markup(text)
+    # removing markup can expose more: "🎉 - item", "**# x**"
+    text = _until_stable(_strip_markup, _EMOJI.sub("", html.unescape(text)))
     if language.startswith("en"):
         rewrite = _speak_symbols
     else:
@@ -149,13 +166,11 @@ def _strip_markup(text: str) -> str:
     text = _AUTOLINK.sub(r"\1", text)
     text = _HTML_BLOCK_TAG.sub("\n", text)
     text = _HTML_TAG.sub("", text)
-    text = _IMAGE.sub("", text)
-    text = _LINK.sub(r"\1", text)
-    text = _REFERENCE_LINK.sub(r"\1", text)
+    text = _IMAGE.sub(_keep_unless(""), text)
+    text = _LINK.sub(_keep_unless(r"\1"), text)
+    text = _REFERENCE_LINK.sub(_keep_unless(r"\1"), text)
     text = _HORIZONTAL_RULE.sub("", text)
-    text = _HEADING.sub("", text)
-    text = _BLOCKQUOTE.sub("", text)
-    text = _BULLET.sub("", text)
+    text = _LINE_MARKERS.sub("", text)
     text = _TABLE_RULE.sub("", text)
     text = _TABLE_ROW.sub(_speak_table_row, text)
     text = _rewrite_outside_urls(text, _strip_inline_markup)
@@ -164,13 +179,58 @@ def _strip_markup(text: str) -> str:
 
 def _strip_inline_markup(text: str) -> str:
     text = _INLINE_CODE.sub(r"\1", text)
-    previous = None
-    while previous != text:  # nested emphasis: ***both*** or **a _b_ c**
-        previous = text
-        text = _STRONG.sub(r"\2", text)
-        text = _EMPHASIS.sub(r"\2", text)
-        text = _STRIKETHROUGH.sub(r"\1", text)
+    text = _until_stable(_strip_emphasis, text)  # nested: ***both*** or **a _b_ c**
     return _STRAY_MARKUP.sub("", text)
+
+
+def _strip_emphasis(text: str) -> str:
+    text = _strong_markers(text)
+    text = _EMPHASIS.sub(r"\2", text)
+    return _STRIKETHROUGH.sub(r"\1", text)
+
+
+MAX_PASSES = 8
+"""Passes of a markup rule over the text at most. Real markup settles in two or three;
+contrived nesting ("[[[[a](x)](x)](x)](x)" a thousand deep) would take a pass per level, each
+over the whole text, and is left with its innermost marks instead."""
+
+
+def _until_stable(strip: Callable[[str], str], text: str) -> str:
+    for _ in range(MAX_PASSES):
+        stripped = strip(text)
+        if stripped == text:
+            break
+        text = stripped
+    return text
+
+
+def _keep_unless(template: str) -> Callable[[re.Match[str]], str]:
+    """A replacement for the link patterns: `template` for a whole link, the text as it
+    was for a failed candidate."""
+    return lambda match: match.expand(template) if match["end"] else match.group()
+
+
+def _strong_markers(text: str) -> str:
+    """`_STRONG.sub(r"\2", text)` without rescanning a line for each marker that cannot
+    close: once a "**" (or "__") finds no closing one on its line, no later one on that
+    line can find one either."""
+    parts: list[str] = []
+    last = 0
+    hopeless_until = {"**": -1, "__": -1}
+    position = 0
+    while opener := _STRONG_OPENER.search(text, position):
+        start = opener.start()
+        position = start + 1
+        if start < hopeless_until[opener[1]]:
+            continue
+        if match := _STRONG.match(text, start):
+            parts += (text[last:start], match[2])
+            last = position = match.end()
+        else:
+            line_end = text.find("\n", start)
+            hopeless_until[opener[1]] = len(text) if line_end < 0 else line_end
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 def _speak_table_row(match: re.Match[str]) -> str:
@@ -182,12 +242,25 @@ def _rewrite_outside_urls(text: str, rewrite: Callable[[str], str]) -> str:
     """Apply `rewrite` to the text between URLs and e-mail addresses only."""
     parts: list[str] = []
     last = 0
-    for match in _URL_OR_EMAIL.finditer(text):
+    for match in _urls_and_emails(text):
         parts.append(rewrite(text[last : match.start()]))
         parts.append(match.group())
         last = match.end()
     parts.append(rewrite(text[last:]))
     return "".join(parts)
+
+
+def _urls_and_emails(text: str) -> Iterator[re.Match[str]]:
+    """`_URL_OR_EMAIL.finditer(text)`, in linear time: an address can also start where
+    the previous match ended, inside a run ("a@b.c+d@e.f"), so that position is tried
+    with the plain pattern, every later one with `_URL_OR_EMAIL_AT_RUN_START`."""
+    position = 0
+    while position <= len(text):
+        match = _URL_OR_EMAIL.match(text, position) or _URL_OR_EMAIL_AT_RUN_START.search(text, position + 1)
+        if match is None:
+            return
+        yield match
+        position = match.end()
 
 
 def _speak_symbols(text: str) -> str:
@@ -231,10 +304,9 @@ def _speak_saint_or_street(match: re.Match[str]) -> str:
 
 def _kept_period(text: str, end: int) -> str:
     """The period of an expanded abbreviation, kept when it also ends the sentence."""
-    rest = text[end:]
-    if not rest.strip():
+    if _ONLY_SPACE_LEFT.match(text, end):
         return "."
-    return "" if _SENTENCE_CONTINUES.match(rest) else "."
+    return "" if _SENTENCE_CONTINUES.match(text, end) else "."
 
 
 def _speak_money(match: re.Match[str]) -> str:

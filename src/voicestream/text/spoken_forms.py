@@ -10,6 +10,7 @@ to their G2P, which reads them in its own language (espeak-ng, OpenJTalk, cn2an)
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -68,10 +69,17 @@ MAX_SPOKEN_DIGITS = 15
 refuses numbers past its largest scale word."""
 
 
+@functools.lru_cache(maxsize=4096)
+def _spoken_number(number: int, code: str) -> str:
+    """num2words, remembered: it takes 20 to 900 µs a number, and a text may hold
+    thousands of them (a long id is read one digit at a time)."""
+    return num2words(number, lang=code)
+
+
 def _number_words(digits: str, forms: SpokenForms) -> str:
     if len(digits) > MAX_SPOKEN_DIGITS:
-        return " ".join(num2words(int(digit), lang=forms.num2words_code) for digit in digits)
-    return num2words(int(digits), lang=forms.num2words_code)
+        return " ".join(_spoken_number(int(digit), forms.num2words_code) for digit in digits)
+    return _spoken_number(int(digits), forms.num2words_code)
 
 
 def _speak_number(match: re.Match[str], forms: SpokenForms) -> str:

@@ -1,0 +1,143 @@
+"""A real load balancer in front of real replicas: Debian's haproxy (leastconn, health check
+on /ping) and two `voicestream serve` processes on 127.0.0.1, as a Kubernetes Service or an
+ingress would front the chart's pods. What it shows is what the chart's drain relies on:
+sessions spread over the replicas, and a replica told to stop (SIGTERM) finishes the answer
+it is speaking while the balancer takes it out and sends new sessions to the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import pytest
+from tests.deploy.balancer import Haproxy, Replica, haproxy, replicas, wait_for
+
+from voicestream.client import ResumePolicy, SpeechSession
+from voicestream.client.events import AudioChunk, SpeechCompleted, SpeechFailed
+from voicestream.engine.weights import resolve_weights
+
+SESSIONS = "voicestream_active_sessions"
+REQUESTS = "voicestream_requests_total"
+LONG_ANSWER = " ".join(f"Sentence {n} is spoken while the replica drains." for n in range(1, 4))
+
+
+@pytest.fixture
+def fleet(request: pytest.FixtureRequest, tmp_path: Path):
+    """Two replicas behind haproxy; `--grace-s` from the test's `grace` mark (60 s by default)."""
+    mark = request.node.get_closest_marker("grace")
+    grace_s = mark.args[0] if mark else 60
+    model_dir = resolve_weights().model_path.parent
+    with replicas(["a", "b"], model_dir, grace_s) as started, haproxy(started, tmp_path) as balancer:
+        yield balancer, started
+
+
+async def speak_once(session: SpeechSession, text: str) -> SpeechCompleted:
+    request_id = await session.submit(text)
+    async for event in session.events():
+        assert not isinstance(event, SpeechFailed), event.error
+        if isinstance(event, SpeechCompleted) and event.request_id == request_id:
+            return event
+    raise AssertionError("the session ended before the request was complete")
+
+
+def ws(balancer: Haproxy) -> str:
+    return balancer.url.replace("http://", "ws://")
+
+
+def sessions_on(replica: Replica) -> float:
+    return replica.metric(SESSIONS)
+
+
+async def test_sessions_spread_and_a_draining_replica_finishes_while_new_sessions_go_elsewhere(
+    fleet: tuple[Haproxy, list[Replica]],
+) -> None:
+    balancer, (a, b) = fleet
+
+    # Four sessions through the balancer: leastconn puts two on each replica.
+    opened = [await SpeechSession.connect(ws(balancer)) for _ in range(4)]
+    for n, session in enumerate(opened):
+        assert (await speak_once(session, f"Hello number {n}.")).audio_bytes > 0
+    wait_for(lambda: (sessions_on(a), sessions_on(b)) == (2, 2), 20, "sessions did not spread two and two")
+    assert (a.metric(REQUESTS), b.metric(REQUESTS)) == (2, 2)
+    assert {name: row["scur"] for name, row in balancer.stats().items()} == {"a": "2", "b": "2"}
+    for session in opened:
+        await session.close()
+    wait_for(lambda: sessions_on(a) + sessions_on(b) == 0, 20, "the closed sessions stayed open")
+
+    # One session mid-answer on whichever replica took it; that replica is told to stop.
+    speaking = await SpeechSession.connect(ws(balancer))
+    request_id = await speaking.submit(LONG_ANSWER)
+    events = speaking.events()
+    async for event in events:
+        if isinstance(event, AudioChunk):
+            break
+    wait_for(lambda: sessions_on(a) + sessions_on(b) == 1, 20, "the speaking session is not counted")
+    draining, other = (a, b) if sessions_on(a) == 1 else (b, a)
+    requests_before = other.metric(REQUESTS)
+    draining.sigterm()
+
+    # haproxy's health check sees /ping answer 503 and takes the replica out...
+    wait_for(lambda: balancer.status(draining.name).startswith("DOWN"), 20, "haproxy kept the draining replica")
+    assert balancer.status(other.name) == "UP"
+    # ...so new sessions land on the other one, and are answered, not refused `busy`.
+    newcomers = [await SpeechSession.connect(ws(balancer)) for _ in range(2)]
+    for session in newcomers:
+        assert (await speak_once(session, "A new session after the drain began.")).audio_bytes > 0
+    assert sessions_on(other) == 2
+    assert other.metric(REQUESTS) == requests_before + 2
+    for session in newcomers:
+        await session.close()
+
+    # The answer being spoken when SIGTERM came is spoken to its end.
+    async for event in events:
+        assert not isinstance(event, SpeechFailed), event.error
+        if isinstance(event, SpeechCompleted):
+            assert event.request_id == request_id
+            assert event.total_duration_s > 6  # all three sentences, not cut mid-answer
+            break
+    else:
+        raise AssertionError("the in-flight answer did not complete")
+    await speaking.close()
+    # uvicorn ends a drained server by re-raising the signal it caught.
+    assert await asyncio.to_thread(draining.process.wait, 60) == -signal.SIGTERM
+    assert balancer.stats()[draining.name]["status"].startswith("DOWN")
+
+
+RESUMED = [f"Sentence {n} of a long answer that outlasts a one second grace period." for n in range(1, 7)]
+
+
+@pytest.mark.grace(1)
+async def test_a_session_closed_for_the_drain_resumes_through_the_balancer_and_loses_nothing(
+    fleet: tuple[Haproxy, list[Replica]],
+) -> None:
+    """With `--grace-s 1` the drained replica closes the session with 1001 while most of the
+    answer is still to come; the client reconnects to the same address (the balancer), which
+    sends it to the other replica, and resends what it had not received."""
+    balancer, (a, b) = fleet
+    events = []
+    draining = other = None
+    async with await SpeechSession.connect(ws(balancer), resume=ResumePolicy(attempts=5, backoff_s=0.2)) as session:
+        for index, sentence in enumerate(RESUMED):
+            await session.submit(sentence, request_id=f"r{index}")
+        async for event in session.events():
+            events.append(event)
+            if isinstance(event, AudioChunk) and draining is None:
+                wait_for(lambda: sessions_on(a) + sessions_on(b) == 1, 20, "the session is not counted")
+                draining, other = (a, b) if sessions_on(a) == 1 else (b, a)
+                draining.sigterm()
+            if sum(isinstance(e, SpeechCompleted | SpeechFailed) for e in events) == len(RESUMED):
+                break
+    assert draining is not None and other is not None
+    assert session.resumes == 1
+    assert not [e for e in events if isinstance(e, SpeechFailed)]
+    completed = [e for e in events if isinstance(e, SpeechCompleted)]
+    assert [e.request_id for e in completed] == [f"r{n}" for n in range(len(RESUMED))]
+    for done in completed:
+        received = sum(len(e.data) for e in events if isinstance(e, AudioChunk) and e.request_id == done.request_id)
+        # what the first replica sent is not sent again: about one copy of each answer, not two
+        assert received == pytest.approx(done.audio_bytes, abs=24_000 * 2 // 5)
+    assert await asyncio.to_thread(draining.process.wait, 60) == -signal.SIGTERM
+    assert balancer.status(draining.name).startswith("DOWN")
+    assert other.metric(REQUESTS) >= 1, "the resumed requests were answered by the other replica"

@@ -272,6 +272,8 @@ def protect(app: Starlette, policy: AccessPolicy) -> None:
             CORSMiddleware,
             allow_origins=list(policy.cors_origins),
             allow_methods=["GET", "POST", "OPTIONS"],
-            allow_headers=["Authorization", "Content-Type", "Accept"],
+            allow_headers=[
+                "Authorization", "Content-Type", "Accept", "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
+            ],  # the last: the agent's conversation id (PROTOCOL.md section 2)
         )
 

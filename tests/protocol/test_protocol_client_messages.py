@@ -406,6 +406,9 @@ def test_agent_request() -> None:
     for mode in AGENT_MODES:
         assert parse_agent_request({"prompt": "a", "mode": mode}).mode == mode
     assert parse_agent_request({"prompt": "a", "session": "s1"}) == AgentRequest(prompt="a")
+    heard = parse_agent_request({"prompt": "a", "interrupted": {"request_id": "r1", "heard_ms": 1500}})
+    assert heard.interrupted is not None
+    assert (heard.interrupted.request_id, heard.interrupted.heard_ms) == ("r1", 1500.0)
 
 
 @pytest.mark.parametrize(
@@ -416,6 +419,9 @@ def test_agent_request() -> None:
         ('{"mode":"bidi"}', ErrorCode.TEXT_REQUIRED),
         ('{"prompt":"a","speed":0.1}', ErrorCode.INVALID_SPEED),
         ('{"prompt":"a","voice":false}', ErrorCode.INVALID_MESSAGE),
+        ('{"prompt":"a","interrupted":{"heard_ms":-1}}', ErrorCode.INVALID_MESSAGE),
+        ('{"prompt":"a","interrupted":{"request_id":"r1"}}', ErrorCode.INVALID_MESSAGE),
+        ('{"prompt":"a","interrupted":{"heard_ms":"5"}}', ErrorCode.INVALID_MESSAGE),
         ("prompt", ErrorCode.INVALID_JSON),
     ],
 )

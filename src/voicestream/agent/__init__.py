@@ -8,6 +8,9 @@ dependencies (Strands and AgentCore take a second or two to import):
 - `voicestream.agent.local_llm`: `LocalLlamaModel`, SmolLM2-135M-Instruct in process;
 - `voicestream.agent.runtime`: `run`, one answer as the events of PROTOCOL.md section 2
   (`bidi`, `batch`, `batch-stream`);
+- `voicestream.agent.conversation`: `ConversationStore`, what is remembered of each
+  conversation (keyed by AgentCore's session id, bounded), and `heard_text`, what the
+  listener heard of an answer they cut short;
 - `voicestream.agent.app`: the Bedrock AgentCore app, `AgentSettings`, `create_app`,
   `serve_agent`, `running_agent`.
 

@@ -33,13 +33,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import uvicorn
-from bedrock_agentcore.runtime import BedrockAgentCoreApp
+from bedrock_agentcore.runtime import BedrockAgentCoreApp, RequestContext
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
 from strands.models import Model
 
 from voicestream.access import AccessPolicy, parse_names, protect
 from voicestream.agent.body_limit import BodyLimit
+from voicestream.agent.conversation import ConversationLimits, ConversationStore
 from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
 from voicestream.agent.local_llm import DEFAULT_LOCAL_THREADS
 from voicestream.agent.runtime import (
@@ -53,6 +54,8 @@ from voicestream.agent.speech_input import SpeechRecognizer
 from voicestream.agent.voices import voices_route
 from voicestream.asgi import DrainingServer, free_port, serving
 from voicestream.protocol import (
+    MAX_SESSION_ID_CHARS,
+    SESSION_HEADER,
     AgentAudioRequest,
     AgentEnd,
     AgentError,
@@ -88,7 +91,9 @@ class AgentSettings:
     (see `ChunkSchedule`); `asr_model` is the Whisper model of voice input, a directory or
     Hugging Face id (None: `speech_input.default_asr_model`). `api_key`, `cors_origins` and
     `allowed_hosts` are the agent's own access policy (`voicestream.access`);
-    `speech_api_key` is the key the agent sends to the speech server (as a header).
+    `speech_api_key` is the key the agent sends to the speech server (as a header);
+    `conversations` bound what is remembered of each conversation (see
+    `ConversationLimits`).
     """
 
     speech_url: str = DEFAULT_SPEECH_URL
@@ -106,6 +111,7 @@ class AgentSettings:
     allowed_hosts: tuple[str, ...] = ()
     speech_api_key: str | None = None
     asr_model: str | None = None
+    conversations: ConversationLimits = field(default_factory=ConversationLimits)
 
     def __post_init__(self) -> None:
         self.schedule  # noqa: B018 - a bad schedule fails when the settings are made
@@ -120,7 +126,8 @@ class AgentSettings:
         VOICESTREAM_LLM_MODEL, VOICESTREAM_LLM_BASE_URL, VOICESTREAM_LLM_MAX_TOKENS,
         VOICESTREAM_LLM_THREADS, VOICESTREAM_FIRST_CLAUSE_WORDS, VOICESTREAM_CHUNK_SCHEDULE
         (sentences per later chunk, such as "1,2"), AWS_REGION (or AWS_DEFAULT_REGION), the
-        limits' variables (see `AnswerLimits.from_env`), VOICESTREAM_API_KEY,
+        limits' variables (see `AnswerLimits.from_env`), the conversations' bounds (see
+        `ConversationLimits.from_env`), VOICESTREAM_API_KEY,
         VOICESTREAM_CORS_ORIGINS and VOICESTREAM_ALLOWED_HOSTS (comma-separated),
         VOICESTREAM_SPEECH_API_KEY and VOICESTREAM_ASR_MODEL; `overrides`
         that are not None win (CLI options; 0 first clause words turns latency mode off there
@@ -147,6 +154,7 @@ class AgentSettings:
                 else DEFAULT_CHUNK_SENTENCES
             ),
             limits=AnswerLimits.from_env(env),
+            conversations=ConversationLimits.from_env(env),
             api_key=env.get("VOICESTREAM_API_KEY") or None,
             cors_origins=parse_names([env.get("VOICESTREAM_CORS_ORIGINS", "")]),
             allowed_hosts=parse_names([env.get("VOICESTREAM_ALLOWED_HOSTS", "")]),
@@ -182,12 +190,13 @@ def _refusal(code: ErrorCode, message: str) -> list[dict[str, Any]]:
 
 class AgentService:
     """What the app's entrypoint holds: the settings, the one LLM, the speech recognizer,
-    the answers in progress."""
+    the conversations, the answers in progress."""
 
     def __init__(self, settings: AgentSettings, llm: Model) -> None:
         self.settings = settings
         self.llm = llm
         self.recognizer = SpeechRecognizer(settings.asr_model)
+        self.conversations = ConversationStore(settings.conversations)
         self.active_answers = 0
         self.draining = False
         self._lock = threading.Lock()
@@ -221,10 +230,13 @@ class AgentService:
             self.active_answers += 1
             return True
 
-    async def answer(self, payload: Any) -> AsyncGenerator[dict[str, Any], None]:
+    async def answer(
+        self, payload: Any, session_id: str | None = None
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """The events for one invocation payload; a bad payload gives `error`, `agent_end`,
         and so does one beyond `max_answers` answers at once (`busy`, at once). A spoken
-        question's answer starts with its `transcript`."""
+        question's answer starts with its `transcript`. With a `session_id` the answer
+        knows the conversation's earlier turns, and becomes one of them."""
         limits = self.settings.limits
         if not self._admit():
             why = (
@@ -257,10 +269,25 @@ class AgentService:
                         f"the prompt has {len(request.prompt)} characters; at most "
                         f"{limits.max_prompt_chars} are accepted",
                     )
+                if session_id is not None and len(session_id) > MAX_SESSION_ID_CHARS:
+                    raise ProtocolError(
+                        ErrorCode.INVALID_MESSAGE,
+                        f"{SESSION_HEADER} must hold at most {MAX_SESSION_ID_CHARS} characters",
+                    )
             except ProtocolError as error:
                 for event in _refusal(error.code, error.message):
                     yield event
                 return
+            messages, turn = None, None
+            if session_id:
+                heard = request.interrupted
+                messages, turn = await self.conversations.begin(
+                    session_id,
+                    request_id,
+                    request.prompt,
+                    interrupted_id=heard.request_id if heard else None,
+                    heard_ms=heard.heard_ms if heard else None,
+                )
             answer = run(
                 request,
                 self.llm,
@@ -270,10 +297,16 @@ class AgentService:
                 schedule=self.settings.schedule,
                 limits=limits,
                 deadline=deadline,
+                messages=messages,
+                turn=turn,
             )
-            async with contextlib.aclosing(answer):
-                async for event in answer:
-                    yield event
+            try:
+                async with contextlib.aclosing(answer):
+                    async for event in answer:
+                        yield event
+            finally:
+                if session_id and turn is not None:
+                    self.conversations.finish(session_id, turn)
         finally:
             with self._lock:
                 self.active_answers -= 1
@@ -404,9 +437,12 @@ def create_app(
     app.add_middleware(DrainingPing, service=service)
 
     @app.entrypoint
-    async def invocations(payload: Any) -> EventStream:
+    async def invocations(payload: Any, context: RequestContext) -> EventStream:
+        session_id = context.session_id or None  # AgentCore's session header, when sent
         limits = settings.limits
-        return EventStream(service.answer(payload), limits.keepalive_s, limits.answer_timeout_s)
+        return EventStream(
+            service.answer(payload, session_id), limits.keepalive_s, limits.answer_timeout_s
+        )
 
     return app
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from strands import Agent
 from strands.models import Model
+from strands.types.content import Messages
 from strands.types.exceptions import MaxTokensReachedException
 
 from voicestream.protocol import DEFAULT_LANGUAGE, LANGUAGES
@@ -60,7 +61,8 @@ def create_model(
       `api_key` or ``OPENAI_API_KEY``; `model` is required. Extra options go to the OpenAI client
       (``max_retries``, ``timeout``).
     - ``bedrock``: `model` is a Bedrock model id (default Amazon Nova Lite), `region` an AWS
-      region (default from the AWS configuration).
+      region (default from the AWS configuration), `base_url` another Bedrock runtime
+      endpoint (a VPC endpoint) than the region's.
 
     Loading is deferred: nothing is read or contacted until the first answer (see
     `LocalLlamaModel.load` to load the local weights ahead of time).
@@ -100,7 +102,10 @@ def create_model(
         if temperature is not None:
             bedrock_options["temperature"] = temperature
         return BedrockModel(
-            model_id=model or DEFAULT_BEDROCK_MODEL, region_name=region, **bedrock_options
+            model_id=model or DEFAULT_BEDROCK_MODEL,
+            region_name=region,
+            endpoint_url=base_url,
+            **bedrock_options,
         )
     raise LLMConfigError(f"unknown LLM provider {provider!r}: choose {', '.join(PROVIDERS)}")
 
@@ -111,26 +116,31 @@ def _check_options(provider: str, options: dict[str, Any], known: set[str]) -> N
 
 
 async def stream_text(
-    agent_or_model: Agent | Model, prompt: str, language: str = DEFAULT_LANGUAGE
+    agent_or_model: Agent | Model, prompt: str | Messages, language: str = DEFAULT_LANGUAGE
 ) -> AsyncGenerator[str, None]:
     """The answer to `prompt`, as the text deltas the model streams.
 
-    A model is streamed directly, with `system_prompt(language)`, one user turn and no tools: that is
-    all a spoken answer needs, and closing this generator closes the model's stream, which
+    `prompt` is the question, or the conversation so far as chat messages ending with it (see
+    `conversation.chat`). A model is streamed directly, with `system_prompt(language)`, those
+    messages and no tools: that is all a spoken answer needs, and every provider reads the
+    messages as its own chat turns; closing this generator closes the model's stream, which
     stops its generation at once (the local model at the next token). An agent is streamed
-    through `Agent.stream_async` with its own system prompt and tools; closing this generator
-    cancels it through Strands' cancel signal and runs its stream out.
+    through `Agent.stream_async` with its own system prompt and tools, and only the question:
+    it keeps its own conversation. Closing this generator cancels it through Strands' cancel
+    signal and runs its stream out.
 
     Reaching the token cap ends the answer normally: the cap is ours, not a failure.
     """
+    messages: Messages = (
+        [{"role": "user", "content": [{"text": prompt}]}] if isinstance(prompt, str) else prompt
+    )
     if isinstance(agent_or_model, Agent):
-        async with contextlib.aclosing(_agent_text(agent_or_model, prompt)) as texts:
+        question = "".join(block.get("text", "") for block in messages[-1]["content"])
+        async with contextlib.aclosing(_agent_text(agent_or_model, question)) as texts:
             async for text in texts:
                 yield text
         return
-    stream = agent_or_model.stream(
-        [{"role": "user", "content": [{"text": prompt}]}], system_prompt=system_prompt(language)
-    )
+    stream = agent_or_model.stream(messages, system_prompt=system_prompt(language))
     try:
         async for event in stream:
             text = event.get("contentBlockDelta", {}).get("delta", {}).get("text")

@@ -235,6 +235,7 @@ is then evaluated afresh each time rather than reusing the previous one's cache.
     ) -> Iterator[tuple[str, Any]]:
         """Runs in the worker thread: ("text", delta)... then ("finish", (reason, usage))."""
         llama = self._loaded()
+        chat = _fitting(chat, llama, self.config["n_ctx"] - self.config["max_tokens"])
         if self.config.get("seed") is not None:
             llama.reset()  # a reused prompt prefix changes the logits slightly, and the answer
         output_tokens = 0
@@ -277,6 +278,25 @@ is then evaluated afresh each time rather than reusing the previous one's cache.
     ) -> AsyncGenerator[dict[str, T | Any], None]:
         raise NotImplementedError("the local model answers in plain text only")
         yield {}  # pragma: no cover - makes this an async generator
+
+
+MESSAGE_OVERHEAD_TOKENS = 8
+"""What a chat template adds around each message (role markers, separators), at most."""
+
+
+def _fitting(chat: list[dict[str, str]], llama: Any, budget: int) -> list[dict[str, str]]:
+    """`chat` without its oldest turns, as few as need to go for the prompt to fit in
+    `budget` tokens (the context less the answer's room): a long conversation's history is
+    more than SmolLM2's context holds. The system prompt and the question always stay."""
+    def tokens(message: dict[str, str]) -> int:
+        return len(llama.tokenize(message["content"].encode(), add_bos=False)) + MESSAGE_OVERHEAD_TOKENS
+
+    head = 1 if chat and chat[0]["role"] == "system" else 0
+    kept = list(chat)
+    total = sum(tokens(message) for message in kept)
+    while len(kept) > head + 1 and (total > budget or kept[head]["role"] == "assistant"):
+        total -= tokens(kept.pop(head))  # a turn goes whole: its question, then its answer
+    return kept
 
 
 def _chat_messages(messages: Messages, system_prompt: str | None) -> list[dict[str, str]]:

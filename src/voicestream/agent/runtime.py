@@ -39,7 +39,10 @@ from urllib.parse import parse_qs, urlsplit
 from pydantic import BaseModel
 from strands import Agent
 from strands.models import Model
+from strands.types.content import Messages
 
+from voicestream.agent.conversation import Turn
+from voicestream.agent.env import fields_from_env
 from voicestream.agent.llm import stream_text
 from voicestream.client import (
     AudioChunk,
@@ -115,12 +118,7 @@ class AnswerLimits:
         """From VOICESTREAM_MAX_ANSWERS, VOICESTREAM_MAX_PROMPT_CHARS,
         VOICESTREAM_ANSWER_TIMEOUT_S, VOICESTREAM_SPEECH_TIMEOUT_S, VOICESTREAM_KEEPALIVE_S,
         VOICESTREAM_MAX_BODY_BYTES."""
-        values: dict[str, Any] = {}
-        for name in cls.__dataclass_fields__:
-            raw = env.get(f"VOICESTREAM_{name.upper()}")
-            if raw:
-                values[name] = type(getattr(cls(), name))(raw)
-        return cls(**values)
+        return cls(**fields_from_env(cls, env))
 
 
 class _Failure(Exception):
@@ -145,11 +143,16 @@ class _Answer:
     """The state of one answer: its clock, its deadline, its counters and the queue both
     tasks write to."""
 
-    def __init__(self, request: AgentRequest, request_id: str, deadline: float) -> None:
+    def __init__(
+        self, request: AgentRequest, request_id: str, deadline: float, turn: Turn
+    ) -> None:
         self.request = request
         self.request_id = request_id
         self.deadline = deadline
         """When the answer must end, on the event loop's clock."""
+        self.turn = turn
+        """What the conversation keeps of this answer: its text, and its spoken pieces with
+        the length of their audio (for cutting it where the listener interrupted)."""
         self.language = request.lang or voice_language(request.voice)
         """What the answer is written and read in: the request's `lang`, else its voice's."""
         self.queue: asyncio.Queue[dict[str, Any] | _Finished | _Failure] = asyncio.Queue(
@@ -249,6 +252,8 @@ async def run(
     schedule: ChunkSchedule = DEFAULT_SCHEDULE,
     limits: AnswerLimits | None = None,
     deadline: float | None = None,
+    messages: Messages | None = None,
+    turn: Turn | None = None,
 ) -> AsyncGenerator[dict[str, Any], None]:
     """Answer `request`, yielding PROTOCOL.md section 2 events as JSON-ready dicts.
 
@@ -265,18 +270,25 @@ async def run(
     `limits` gives the answer's deadline and how long the speech server may stay silent;
     `deadline` (on the event loop's clock) replaces `answer_timeout_s` from now, for an
     answer whose time started earlier (a spoken question, once transcribed).
+
+    `messages` are the conversation so far, ending with the request's prompt (see
+    `conversation.chat`; by default the prompt alone); `turn` receives the answer's text,
+    its spoken pieces and their audio as they go out.
     """
     limits = limits or AnswerLimits()
     if deadline is None:
         deadline = asyncio.get_running_loop().time() + limits.answer_timeout_s
-    answer = _Answer(request, request_id or new_request_id(), deadline)
+    request_id = request_id or new_request_id()
+    answer = _Answer(request, request_id, deadline, turn or Turn(request_id, request.prompt))
     yield answer.event(AgentStart, mode=request.mode)
     connecting = asyncio.create_task(
         connect_speech(speech_url, request, speech_api_key), name="speech-connect"
     )
     tasks = [
         asyncio.create_task(
-            _text_task(answer, llm, connecting, IncrementalSentenceChunker(schedule)),
+            _text_task(
+                answer, llm, messages, connecting, IncrementalSentenceChunker(schedule)
+            ),
             name="agent-text",
         ),
         asyncio.create_task(
@@ -317,6 +329,7 @@ async def run(
 async def _text_task(
     answer: _Answer,
     llm: Model | Agent,
+    messages: Messages | None,
     connecting: asyncio.Task[SpeechSession],
     chunker: IncrementalSentenceChunker,
 ) -> None:
@@ -330,12 +343,13 @@ async def _text_task(
         session = await connecting
         await session.submit(spoken)
         await answer.emit(SentenceSent, index=answer.sentences, text=text)
+        answer.turn.add_piece(text)
         if answer.sentences == 0:
             answer.first_sentence_ms = answer.t_ms()
         answer.sentences += 1
 
     try:
-        stream = stream_text(llm, answer.request.prompt, answer.language)
+        stream = stream_text(llm, messages or answer.request.prompt, answer.language)
         try:
             while True:
                 try:
@@ -346,6 +360,7 @@ async def _text_task(
                     logger.warning("the LLM failed: %r", error)
                     raise _Failure(ErrorCode.LLM_ERROR, _llm_message(error)) from error
                 event = await answer.emit(TextDelta, seq=answer.text_seq, text=delta)
+                answer.turn.add_text(delta)
                 if answer.ttft_ms is None:
                     answer.ttft_ms = event["t_ms"]
                 answer.text_seq += 1
@@ -444,6 +459,7 @@ async def _emit_audio(answer: _Answer, chunk: AudioChunk) -> None:
     event = await answer.emit(
         AudioChunkEvent, seq=answer.chunk_seq, data=_base64(chunk.data), sentence=chunk.index
     )
+    answer.turn.add_audio(chunk.index, len(chunk.data))
     if answer.ttfa_ms is None:
         answer.ttfa_ms = event["t_ms"]
     answer.chunk_seq += 1

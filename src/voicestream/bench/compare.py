@@ -4,7 +4,9 @@ compare`, `agent-infra demo`, `voicestream bench e2e`).
 The same prompt goes to the agent once per mode (and per trial, the modes taking turns), over
 HTTP to an agent's URL (`voicestream agent`, a container) or through the Bedrock AgentCore
 API to a runtime's ARN. Times are taken here, as a caller sees them, from sending the request
-to the arrival of the first text, the first audio and the last event.
+to the arrival of the first text, the first audio and the last event. Every answer is sent
+as a conversation of its own (a fresh session id), so that each mode answers the same
+question with the same (empty) history, as a listener's first question.
 
 For a `bidi` answer the agent also reports when its first sentence left for the speech
 server (`first_sentence_ms`) and how long the server took to synthesize it
@@ -22,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from voicestream.client import AgentAnswer, AgentClientError, AsyncAgentClient
-from voicestream.protocol import AGENT_MODES, DEFAULT_VOICE
+from voicestream.protocol import AGENT_MODES, DEFAULT_VOICE, new_session_id
 
 CompareError = AgentClientError
 """The agent could not be reached or did not answer with an event stream."""
@@ -146,7 +148,9 @@ async def measure(
     voice: str = DEFAULT_VOICE,
     speed: float = 1.0,
 ) -> ModeResult:
-    """One answer in `mode`, with its stalls for a listener playing the pcm16 audio."""
+    """One answer in `mode`, with its stalls for a listener playing the pcm16 audio; the
+    first question of a new conversation."""
+    client.session_id = new_session_id()
     answer, playback = AgentAnswer(mode), Playback()
     async for received in client.events(prompt, mode, voice, speed):
         before = len(answer.audio)

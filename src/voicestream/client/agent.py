@@ -6,6 +6,12 @@ stamped with when it arrived on the caller's clock; `ask` collects a whole answe
 `AgentAnswer` with its text, audio and the caller-side timings (first text, first audio,
 total). The target is the agent's base URL, or a Bedrock AgentCore runtime ARN (which needs
 the `aws` extra: boto3 blocks, so the async client reads it in a worker thread).
+
+A client with a `session_id` holds one conversation: every answer is sent under that id
+(the `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id` header, or the runtime session of an
+AgentCore invocation), so the agent remembers the earlier turns; `interrupted` tells it how
+much of an answer the listener heard before cutting it short. Without one, each answer
+stands alone.
 """
 
 from __future__ import annotations
@@ -13,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -23,16 +28,19 @@ import httpx
 from voicestream.client.transport import bearer
 from voicestream.protocol import (
     DEFAULT_VOICE,
+    SESSION_HEADER,
     AgentEnd,
     AgentError,
     AgentEvent,
     AudioChunk,
     AudioStreamEnd,
     AudioStreamStart,
+    Interruption,
     ProtocolError,
     SSEDecoder,
     TextDelta,
     load_json_object,
+    new_session_id,
     parse_agent_event,
 )
 
@@ -99,8 +107,17 @@ class AgentAnswer:
             self.end = event
 
 
-def _payload(prompt: str, mode: str, voice: str, speed: float) -> dict[str, Any]:
-    return {"prompt": prompt, "mode": mode, "voice": voice, "speed": speed}
+def _payload(
+    prompt: str, mode: str, voice: str, speed: float, interrupted: Interruption | None
+) -> dict[str, Any]:
+    payload: dict[str, Any] = {"prompt": prompt, "mode": mode, "voice": voice, "speed": speed}
+    if interrupted is not None:
+        payload["interrupted"] = interrupted.model_dump(exclude_none=True)
+    return payload
+
+
+def _session(session_id: str | None) -> dict[str, str]:
+    return {SESSION_HEADER: session_id} if session_id else {}
 
 
 class _EventReader:
@@ -138,13 +155,20 @@ def _check_status(url: str, status: int, body: bytes) -> None:
 
 class AgentClient:
     """The agent at `target` (base URL or AgentCore runtime ARN), synchronously; `api_key` is
-    sent as `Authorization: Bearer KEY` to an agent that has one (an ARN uses IAM instead)."""
+    sent as `Authorization: Bearer KEY` to an agent that has one (an ARN uses IAM instead);
+    with a `session_id` (see `new_session_id`), one conversation."""
 
     def __init__(
-        self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, api_key: str | None = None
+        self,
+        target: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        api_key: str | None = None,
+        session_id: str | None = None,
     ) -> None:
         self.target = target
         self.timeout_s = timeout_s
+        self.session_id = session_id
         self._headers = {"Accept": "text/event-stream", **bearer(api_key)}
         self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=10.0))
 
@@ -158,34 +182,51 @@ class AgentClient:
         self._http.close()
 
     def events(
-        self, prompt: str, mode: str = "bidi", voice: str = DEFAULT_VOICE, speed: float = 1.0
+        self,
+        prompt: str,
+        mode: str = "bidi",
+        voice: str = DEFAULT_VOICE,
+        speed: float = 1.0,
+        *,
+        interrupted: Interruption | None = None,
     ) -> Iterator[ReceivedEvent]:
         """The answer's events as they arrive; raises `AgentClientError` if the agent
-        cannot be reached (an answer that fails ends with its `error` event instead)."""
-        return self.post(_payload(prompt, mode, voice, speed))
+        cannot be reached (an answer that fails ends with its `error` event instead).
+        `interrupted`: how much of an earlier answer of this conversation was heard."""
+        return self.post(_payload(prompt, mode, voice, speed, interrupted))
 
     def post(self, payload: Any) -> Iterator[ReceivedEvent]:
         """The events answering any JSON `payload` (`events` builds a valid one)."""
         reader = _EventReader(time.perf_counter())
         if _is_arn(self.target):
-            chunks = _agentcore_chunks(self.target, payload, self.timeout_s)
+            chunks = _agentcore_chunks(self.target, payload, self.timeout_s, self.session_id)
         else:
             chunks = self._http_chunks(payload)
         for arrived, chunk in chunks:
             yield from reader.feed(chunk, arrived)
         yield from reader.finish()
 
-    def ask(self, prompt: str, mode: str = "bidi", voice: str = DEFAULT_VOICE, speed: float = 1.0) -> AgentAnswer:
+    def ask(
+        self,
+        prompt: str,
+        mode: str = "bidi",
+        voice: str = DEFAULT_VOICE,
+        speed: float = 1.0,
+        *,
+        interrupted: Interruption | None = None,
+    ) -> AgentAnswer:
         """The whole answer, with the caller-side timings."""
         answer = AgentAnswer(mode)
-        for received in self.events(prompt, mode, voice, speed):
+        for received in self.events(prompt, mode, voice, speed, interrupted=interrupted):
             answer.add(received)
         return answer
 
     def _http_chunks(self, payload: Any) -> Iterator[tuple[float, bytes]]:
         url = self.target.rstrip("/") + INVOCATIONS_PATH
         try:
-            with self._http.stream("POST", url, json=payload, headers=self._headers) as response:
+            with self._http.stream(
+                "POST", url, json=payload, headers=self._headers | _session(self.session_id)
+            ) as response:
                 if response.status_code != 200:
                     _check_status(url, response.status_code, response.read())
                 for chunk in response.iter_raw():
@@ -196,13 +237,20 @@ class AgentClient:
 
 class AsyncAgentClient:
     """The agent at `target` (base URL or AgentCore runtime ARN), for asyncio; `api_key` is
-    sent as `Authorization: Bearer KEY` to an agent that has one (an ARN uses IAM instead)."""
+    sent as `Authorization: Bearer KEY` to an agent that has one (an ARN uses IAM instead);
+    with a `session_id` (see `new_session_id`), one conversation."""
 
     def __init__(
-        self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, api_key: str | None = None
+        self,
+        target: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        api_key: str | None = None,
+        session_id: str | None = None,
     ) -> None:
         self.target = target
         self.timeout_s = timeout_s
+        self.session_id = session_id
         self._headers = {"Accept": "text/event-stream", **bearer(api_key)}
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10.0))
 
@@ -216,18 +264,25 @@ class AsyncAgentClient:
         await self._http.aclose()
 
     async def events(
-        self, prompt: str, mode: str = "bidi", voice: str = DEFAULT_VOICE, speed: float = 1.0
+        self,
+        prompt: str,
+        mode: str = "bidi",
+        voice: str = DEFAULT_VOICE,
+        speed: float = 1.0,
+        *,
+        interrupted: Interruption | None = None,
     ) -> AsyncIterator[ReceivedEvent]:
         """The answer's events as they arrive; raises `AgentClientError` if the agent
-        cannot be reached (an answer that fails ends with its `error` event instead)."""
-        async for received in self.post(_payload(prompt, mode, voice, speed)):
+        cannot be reached (an answer that fails ends with its `error` event instead).
+        `interrupted`: how much of an earlier answer of this conversation was heard."""
+        async for received in self.post(_payload(prompt, mode, voice, speed, interrupted)):
             yield received
 
     async def post(self, payload: Any) -> AsyncIterator[ReceivedEvent]:
         """The events answering any JSON `payload` (`events` builds a valid one)."""
         reader = _EventReader(time.perf_counter())
         if _is_arn(self.target):
-            chunks = _in_thread(_agentcore_chunks(self.target, payload, self.timeout_s), self.timeout_s)
+            chunks = _in_thread(_agentcore_chunks(self.target, payload, self.timeout_s, self.session_id), self.timeout_s)
         else:
             chunks = self._http_chunks(payload)
         async for arrived, chunk in chunks:
@@ -237,11 +292,17 @@ class AsyncAgentClient:
             yield received
 
     async def ask(
-        self, prompt: str, mode: str = "bidi", voice: str = DEFAULT_VOICE, speed: float = 1.0
+        self,
+        prompt: str,
+        mode: str = "bidi",
+        voice: str = DEFAULT_VOICE,
+        speed: float = 1.0,
+        *,
+        interrupted: Interruption | None = None,
     ) -> AgentAnswer:
         """The whole answer, with the caller-side timings."""
         answer = AgentAnswer(mode)
-        async for received in self.events(prompt, mode, voice, speed):
+        async for received in self.events(prompt, mode, voice, speed, interrupted=interrupted):
             answer.add(received)
         return answer
 
@@ -249,7 +310,7 @@ class AsyncAgentClient:
         url = self.target.rstrip("/") + INVOCATIONS_PATH
         try:
             async with self._http.stream(
-                "POST", url, json=payload, headers=self._headers
+                "POST", url, json=payload, headers=self._headers | _session(self.session_id)
             ) as response:
                 if response.status_code != 200:
                     _check_status(url, response.status_code, await response.aread())
@@ -263,8 +324,11 @@ def _is_arn(target: str) -> bool:
     return target.startswith("arn:")
 
 
-def _agentcore_chunks(arn: str, payload: Any, timeout_s: float) -> Iterator[tuple[float, bytes]]:
-    """The raw event stream of a deployed AgentCore runtime, with arrival times."""
+def _agentcore_chunks(
+    arn: str, payload: Any, timeout_s: float, session_id: str | None
+) -> Iterator[tuple[float, bytes]]:
+    """The raw event stream of a deployed AgentCore runtime, with arrival times; in the
+    runtime session `session_id`, else in a fresh one."""
     try:
         import boto3
         from botocore.config import Config
@@ -277,7 +341,7 @@ def _agentcore_chunks(arn: str, payload: Any, timeout_s: float) -> Iterator[tupl
     try:
         response = client.invoke_agent_runtime(
             agentRuntimeArn=arn,
-            runtimeSessionId=f"voicestream-{uuid.uuid4().hex}",
+            runtimeSessionId=session_id or new_session_id(),
             payload=json.dumps(payload).encode("utf-8"),
             contentType="application/json",
             accept="text/event-stream",

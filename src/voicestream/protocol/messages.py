@@ -80,6 +80,17 @@ def new_request_id() -> str:
     return uuid.uuid4().hex
 
 
+SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
+"""The agent's conversation id (PROTOCOL.md section 2): AgentCore's runtime session header."""
+MAX_SESSION_ID_CHARS = 256
+"""AgentCore's bounds on a runtime session id: 33 to 256 characters."""
+
+
+def new_session_id() -> str:
+    """A fresh conversation id, of a length AgentCore accepts (44 characters)."""
+    return f"voicestream-{uuid.uuid4().hex}"
+
+
 def _not_blank(value: str) -> str:
     if not value.strip():
         raise PydanticCustomError("blank", "must not be blank")
@@ -148,6 +159,13 @@ _FIELD_PROBLEMS: Mapping[str, tuple[ErrorCode, str]] = {
     "lang": (
         ErrorCode.UNSUPPORTED_LANGUAGE,
         f"lang must be a supported language code: {_one_of(tuple(LANGUAGES))}",
+    ),
+    "interrupted": (
+        ErrorCode.INVALID_MESSAGE,
+        (
+            "interrupted must be an object with heard_ms, the milliseconds heard (from 0), and "
+            "optionally request_id, the id of the answer cut short"
+        ),
     ),
 }
 
@@ -383,6 +401,17 @@ ServerFrame = (
 # --- agent runtime ------------------------------------------------------------------------
 
 
+MAX_HEARD_MS = 24 * 3600 * 1000
+
+
+class Interruption(InboundMessage):
+    """*Extension*: the listener stopped an answer after hearing `heard_ms` of its audio (the
+    answer `request_id`, by default the conversation's last); sent with the next question."""
+
+    heard_ms: Annotated[float, Field(strict=True, ge=0, le=MAX_HEARD_MS, allow_inf_nan=False)]
+    request_id: RequestId | None = None
+
+
 class AgentRequest(InboundMessage):
     """Body of the agent runtime's `POST /invocations`."""
 
@@ -391,6 +420,7 @@ class AgentRequest(InboundMessage):
     voice: Voice = DEFAULT_VOICE
     speed: Speed = 1.0
     lang: LanguageCode | None = None
+    interrupted: Interruption | None = None
 
 
 _AUDIO_TOO_LARGE = f"audio must hold at most {MAX_SPOKEN_AUDIO_BYTES // (1024 * 1024)} MiB"
@@ -406,6 +436,7 @@ class AgentAudioRequest(InboundMessage):
     voice: Voice = DEFAULT_VOICE
     speed: Speed = 1.0
     lang: LanguageCode | None = None
+    interrupted: Interruption | None = None
 
     @classmethod
     def describe_problem(cls, error: ErrorDetails) -> tuple[ErrorCode, str]:
@@ -423,7 +454,10 @@ class AgentAudioRequest(InboundMessage):
 
     def asking(self, prompt: str) -> AgentRequest:
         """The typed request this spoken one amounts to, once its words are known."""
-        return AgentRequest(prompt=prompt, mode=self.mode, voice=self.voice, speed=self.speed, lang=self.lang)
+        return AgentRequest(
+            prompt=prompt, mode=self.mode, voice=self.voice, speed=self.speed, lang=self.lang,
+            interrupted=self.interrupted,
+        )
 
 
 class AgentEventBase(WireModel):

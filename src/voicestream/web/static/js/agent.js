@@ -1,4 +1,8 @@
-// The agent page: ask by text (Send) or voice (Talk), hear the answer as it streams.
+// The agent page: ask by text (Send) or voice (Talk), hear the answer as it streams. One
+// conversation at a time: its id (a random one, kept in sessionStorage until "New
+// conversation") goes with every question, so the agent remembers the earlier turns; when
+// the listener cuts an answer short (Stop, Talk, a new question), the next question says how
+// much of it the player had played (PROTOCOL.md section 2), and the page greys out the rest.
 
 import { AnswerView } from "./answer-view.js";
 import { PcmPlayer, base64Bytes } from "./player.js";
@@ -7,14 +11,37 @@ import { fillVoices } from "./voices.js";
 
 const SAMPLE_RATE = 24000;
 const DRAIN_GRACE_MS = 3000;
+const SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id";
+const SESSION_KEY = "voicestream.agent.session";
 const ui = Object.fromEntries(
-  ["prompt", "send", "talk", "stop", "voice", "mode", "level", "status", "answers"].map((id) => [id, document.getElementById(id)]),
+  ["prompt", "send", "talk", "stop", "voice", "mode", "level", "status", "answers", "new-conversation"]
+    .map((id) => [id, document.getElementById(id)]),
 );
 
 let player = null;
 let current = null; // the answer whose audio is playing: { view, ... }
 let controller = null;
 let recording = null;
+let interrupted = null; // { request_id, heard_ms } of the answer cut short, for the next question
+
+/** The conversation's id: made once per conversation, kept while the tab lives. */
+function sessionId() {
+  let id = sessionStorage.getItem(SESSION_KEY);
+  if (!id) {
+    id = `voicestream-${crypto.randomUUID()}`;
+    sessionStorage.setItem(SESSION_KEY, id);
+  }
+  return id;
+}
+
+async function newConversation() {
+  await halt();
+  sessionStorage.removeItem(SESSION_KEY);
+  interrupted = null;
+  ui.answers.replaceChildren();
+  ui.answers.dataset.session = sessionId();
+  showError("");
+}
 
 class AgentError extends Error {
   constructor(code, message) {
@@ -52,7 +79,10 @@ class Answer {
     this.view = view;
     this.sentAt = performance.now();
     this.audioSeconds = 0;
+    this.sentenceSeconds = new Map(); // sentence index -> seconds of its audio received
+    this.requestId = null;
     this.startedAt = null;
+    this.drainedAt = null;
     this.finished = false;
     this.stalls = 0;
     this.stallSeconds = 0;
@@ -88,6 +118,7 @@ class Answer {
 
   drained() {
     const total = this.since();
+    this.drainedAt = total;
     this.view.speak(null);
     this.view.figure("total", total);
     this.view.playing(this.startedAt ?? total, total);
@@ -105,19 +136,47 @@ class Answer {
   }
 }
 
-async function runAnswer(view, request, signal) {
-  player.stop();
+/** Silence the answer playing, if any; if the listener had not heard all of it, remember
+ * how much they heard for the next question, and show the rest as not heard. */
+async function interrupt() {
+  const answer = current;
+  if (!player) return;
+  const heard = await player.stop();
+  if (!answer || answer.interrupted || answer.drainedAt !== null || answer.failed) return;
+  answer.interrupted = true;
+  answer.playbackDone();
+  if (heard === null || !answer.requestId || answer.view.element.dataset.session !== sessionId()) return;
+  interrupted = { request_id: answer.requestId, heard_ms: heard * 1000 };
+  answer.view.cut(heard, answer.sentenceSeconds);
+}
+
+/** Stop listening to the answer under way and stop its request, in that order and at once,
+ * so that no more of its audio reaches the player. */
+async function halt() {
+  const stopped = interrupt();
+  controller?.abort();
+  await stopped;
+}
+
+async function runAnswer(view, request, signal, session) {
+  await interrupt();
   const answer = new Answer(view);
   current = answer;
+  view.element.dataset.session = session;
   let transcript = null;
   let ended = false;
   try {
-    for await (const event of postEvents("invocations", request, { signal })) {
+    const headers = { [SESSION_HEADER]: session };
+    for await (const event of postEvents("invocations", request, { signal, headers })) {
       switch (event.type) {
         case "transcript":
           transcript = event.text;
           view.heard(event.text);
           ui.prompt.value = event.text;
+          break;
+        case "agent_start":
+          answer.requestId = event.request_id;
+          view.element.dataset.requestId = event.request_id;
           break;
         case "text_delta":
           if (!view.element.dataset.ttftMs) view.figure("ttft", answer.since());
@@ -130,11 +189,15 @@ async function runAnswer(view, request, signal) {
         case "audio_chunk": {
           const bytes = base64Bytes(event.data);
           answer.audioSeconds += bytes.length / 2 / SAMPLE_RATE;
+          answer.sentenceSeconds.set(
+            event.sentence, (answer.sentenceSeconds.get(event.sentence) ?? 0) + bytes.length / 2 / SAMPLE_RATE,
+          );
           player.push(bytes, event.sentence);
           view.mark("audio", answer.since());
           break;
         }
         case "error":
+          answer.failed = true;
           throw new AgentError(event.code, event.message);
         case "agent_end":
           ended = true;
@@ -156,26 +219,50 @@ async function runAnswer(view, request, signal) {
   }
 }
 
+/** One turn of the conversation on the page: the question, then its answer (in compare
+ * mode, one per mode). */
+function addTurn(input, views) {
+  const turn = document.createElement("section");
+  turn.className = "turn";
+  const question = document.createElement("p");
+  question.className = "question";
+  question.textContent = input.prompt ?? "(spoken question)";
+  const answers = document.createElement("div");
+  answers.className = "turn-answers";
+  answers.append(...views.map((view) => view.element));
+  turn.append(question, answers);
+  ui.answers.append(turn);
+  turn.scrollIntoView({ block: "nearest" });
+  return question;
+}
+
 async function submit(input) {
   await ensurePlayer();
-  controller?.abort();
+  await halt();
   controller = new AbortController();
   const { signal } = controller;
   showError("");
   const modes = ui.mode.value === "compare" ? ["bidi", "batch"] : [ui.mode.value];
   const views = modes.map((mode) => new AnswerView(mode));
-  ui.answers.replaceChildren(...views.map((view) => view.element));
+  const question = addTurn(input, views);
   ui.stop.disabled = false;
   let request = { ...input, voice: ui.voice.value };
+  if (interrupted) request.interrupted = interrupted;
+  interrupted = null;
   try {
     for (const [i, mode] of modes.entries()) {
-      const transcript = await runAnswer(views[i], { ...request, mode }, signal);
+      // compare mode's second answer is asked apart, so that the conversation holds one
+      const session = i === 0 ? sessionId() : `voicestream-${crypto.randomUUID()}`;
+      const transcript = await runAnswer(views[i], { ...request, mode }, signal, session);
       signal.throwIfAborted();
-      if (transcript) request = { prompt: transcript, voice: request.voice }; // ask again what was heard
+      if (transcript) {
+        question.textContent = transcript;
+        request = { prompt: transcript, voice: request.voice }; // ask again what was heard
+      }
     }
   } catch (error) {
     if (signal.aborted) {
-      showError("Stopped.");
+      if (controller?.signal === signal) showError("Stopped."); // not when a new question took over
     } else {
       console.error(error);
       showError(error instanceof TypeError ? `connection lost: ${error.message}` : error.message);
@@ -185,9 +272,8 @@ async function submit(input) {
   }
 }
 
-function stop() {
-  controller?.abort();
-  player?.stop();
+async function stop() {
+  await halt();
   if (current) current.playbackDone();
   ui.stop.disabled = true;
 }
@@ -211,7 +297,7 @@ function blobBase64(blob) {
 async function talk() {
   if (!recording) {
     await ensurePlayer();
-    stop();
+    await stop();
     const { type, format } = mediaFormat();
     const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
     const recorder = new MediaRecorder(stream, { mimeType: type });
@@ -239,7 +325,9 @@ ui.send.addEventListener("click", () => submit({ prompt: ui.prompt.value }));
 ui.prompt.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) ui.send.click();
 });
-ui.stop.addEventListener("click", stop);
+ui.stop.addEventListener("click", () => stop());
+ui["new-conversation"].addEventListener("click", () => newConversation());
+ui.answers.dataset.session = sessionId();
 ui.talk.addEventListener("click", () => talk().catch((error) => {
   recording = null;
   ui.talk.textContent = "Talk";

@@ -1,7 +1,10 @@
 // One answer on the page: what was heard, the text as it streams with the sentence being
-// spoken highlighted, the figures measured in the page and a timeline of arrivals.
+// spoken highlighted, the part the listener did not hear when they cut it short, the figures
+// measured in the page and a timeline of arrivals.
 
 const SVG = "http://www.w3.org/2000/svg";
+const CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff";
+const WORD = new RegExp(`[${CJK}]|[^\\s${CJK}]+`, "gu"); // as the agent's conversation.py
 const FIGURES = [
   ["ttft", "time to first text"],
   ["ttfa", "time to first audio"],
@@ -46,6 +49,7 @@ export class AnswerView {
     this.text = "";
     this.sentences = [];
     this.speaking = null;
+    this.heardChars = null; // where the listener stopped listening, an index in `text`
     this.marks = [];
     this.played = null;
     this.redrawQueued = false;
@@ -77,19 +81,58 @@ export class AnswerView {
     this.renderText();
   }
 
+  /** The listener stopped after `heardSeconds` of audio; `sentenceSeconds` maps each
+   * sentence's index to its audio's length. What they heard ends after the last word whose
+   * audio had ended: the agent's rule (conversation.heard_text), each sentence's duration
+   * shared over its characters. The rest is shown as not heard. */
+  cut(heardSeconds, sentenceSeconds) {
+    let offset = 0;
+    let heard = 0;
+    for (const { index, start, end } of this.sentences) {
+      const seconds = sentenceSeconds.get(index) ?? 0;
+      const piece = this.text.slice(start, end);
+      if (seconds <= 0 || !piece.length) break;
+      let whole = true;
+      for (const word of piece.matchAll(WORD)) {
+        const wordEnd = word.index + word[0].length;
+        if (offset + (seconds * wordEnd) / piece.length > heardSeconds + 1e-9) {
+          whole = false;
+          break;
+        }
+        heard = start + wordEnd;
+      }
+      if (!whole) break;
+      offset += seconds;
+    }
+    this.heardChars = heard;
+    this.speaking = null;
+    this.element.dataset.interrupted = "true";
+    this.element.dataset.heardMs = String(Math.round(heardSeconds * 1000));
+    this.renderText();
+  }
+
   renderText() {
     const parts = [];
     let cursor = 0;
+    const limit = this.heardChars ?? this.text.length;
     for (const { index, start, end } of this.sentences) {
+      if (start >= limit) break;
       if (start > cursor) parts.push(document.createTextNode(this.text.slice(cursor, start)));
       const span = document.createElement("span");
       span.dataset.sentence = index;
-      span.textContent = this.text.slice(Math.max(start, cursor), end);
+      span.textContent = this.text.slice(Math.max(start, cursor), Math.min(end, limit));
       if (index === this.speaking) span.className = "speaking";
       parts.push(span);
-      cursor = Math.max(cursor, end);
+      cursor = Math.max(cursor, Math.min(end, limit));
     }
-    parts.push(document.createTextNode(this.text.slice(cursor)));
+    parts.push(document.createTextNode(this.text.slice(cursor, limit)));
+    if (limit < this.text.length) {
+      const unheard = document.createElement("span");
+      unheard.className = "unheard";
+      unheard.title = "not heard: the answer was stopped here";
+      unheard.textContent = this.text.slice(limit);
+      parts.push(unheard);
+    }
     this.textElement.replaceChildren(...parts);
   }
 

@@ -50,8 +50,8 @@ export async function checkResponse(response) {
   throw new HttpError(response.status, code, message);
 }
 
-export async function postJson(path, body, { signal, accept } = {}) {
-  const headers = { "Content-Type": "application/json", ...authHeaders() };
+export async function postJson(path, body, { signal, accept, headers: extra } = {}) {
+  const headers = { "Content-Type": "application/json", ...authHeaders(), ...extra };
   if (accept) headers.Accept = accept;
   const response = await fetch(apiUrl(path), {
     method: "POST", headers, body: JSON.stringify(body), signal,

@@ -2,7 +2,9 @@
 // stream's rate to the AudioContext's by linear interpolation that reads across chunk joins,
 // so that joins are continuous (no gap, no click). It tells the page when the first sample
 // plays, when a chunk with a new tag (a sentence, a request) starts, when it runs dry before
-// the stream ended (a stall) and for how long, and when everything has played.
+// the stream ended (a stall) and for how long, and when everything has played. Its position
+// (input samples played since the last clear) is the page's clock for what the listener heard:
+// a clear answers with it.
 
 class PcmPlayerProcessor extends AudioWorkletProcessor {
   constructor(options) {
@@ -15,6 +17,7 @@ class PcmPlayerProcessor extends AudioWorkletProcessor {
   reset() {
     this.chunks = [];
     this.position = 0;
+    this.consumed = 0; // input samples of the chunks already played through
     this.tag = null;
     this.started = false;
     this.ended = false;
@@ -29,6 +32,7 @@ class PcmPlayerProcessor extends AudioWorkletProcessor {
     } else if (message.type === "end") {
       this.ended = true;
     } else if (message.type === "clear") {
+      this.port.postMessage({ type: "cleared", played: this.consumed + Math.floor(this.position) });
       this.reset();
     }
   }
@@ -65,6 +69,7 @@ class PcmPlayerProcessor extends AudioWorkletProcessor {
     this.position += this.step;
     while (this.chunks.length && this.position >= this.chunks[0].samples.length) {
       this.position -= this.chunks[0].samples.length;
+      this.consumed += this.chunks[0].samples.length;
       this.chunks.shift();
     }
     return value;

@@ -1,6 +1,8 @@
 // The one audio player of the pages: pcm16 chunks in, gapless sound out through an
 // AudioWorklet, tapped by an AnalyserNode (the level meter, and the tests' ear).
 
+const STOP_ANSWER_MS = 1000;
+
 export class PcmPlayer {
   /** Must be called from a user gesture (a click), or the browser keeps the context mute. */
   static async create({ inputRate = 24000 } = {}) {
@@ -11,16 +13,20 @@ export class PcmPlayer {
     });
     const analyser = new AnalyserNode(context, { fftSize: 2048 });
     node.connect(analyser).connect(context.destination);
-    return new PcmPlayer(context, node, analyser);
+    return new PcmPlayer(context, node, analyser, inputRate);
   }
 
-  constructor(context, node, analyser) {
+  constructor(context, node, analyser, inputRate) {
     this.context = context;
     this.node = node;
     this.analyser = analyser;
     this.listeners = new Map();
     this.oddByte = null;
-    node.port.onmessage = (event) => this.emit(event.data);
+    this.clearing = []; // what each stop waits for: the worklet's answers come in order
+    node.port.onmessage = (event) => {
+      if (event.data.type === "cleared") this.clearing.shift()?.(event.data.played / inputRate);
+      else this.emit(event.data);
+    };
   }
 
   /** `callback(message)` for "started", "tag", "stall-start", "stall-end", "drained". */
@@ -58,10 +64,20 @@ export class PcmPlayer {
     this.node.port.postMessage({ type: "end" });
   }
 
-  /** Silence at once and forget what is queued (barge-in, a new answer). */
+  /** Silence at once and forget what is queued (barge-in, a new answer). Resolves to the
+   * seconds of audio played since the previous stop, as the worklet counted them (what the
+   * listener heard), or null if it did not answer within a second. */
   stop() {
     this.oddByte = null;
+    const cleared = new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(null), STOP_ANSWER_MS);
+      this.clearing.push((seconds) => {
+        clearTimeout(timer);
+        resolve(seconds);
+      });
+    });
     this.node.port.postMessage({ type: "clear" });
+    return cleared;
   }
 
   /** Root mean square of the samples the analyser holds now (0 when silent). */

@@ -30,7 +30,7 @@ export async function* readEvents(response) {
 }
 
 /** POSTs `body` as JSON to `path` and yields the events of the answer. */
-export async function* postEvents(path, body, { signal } = {}) {
-  const response = await postJson(path, body, { signal, accept: "text/event-stream" });
+export async function* postEvents(path, body, { signal, headers } = {}) {
+  const response = await postJson(path, body, { signal, accept: "text/event-stream", headers });
   yield* readEvents(response);
 }

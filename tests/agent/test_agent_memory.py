@@ -1,0 +1,187 @@
+"""The agent holds a conversation: the real agent app, speech server and client, with each
+LLM provider (the real local model; an OpenAI-compatible server and a fake of Bedrock's
+ConverseStream on loopback, both echoing what they were sent), and an interrupted answer
+remembered up to the last word the listener heard."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+
+import pytest
+from tests.agent.llm_stubs import LLMStub, echo, fake_bedrock_runtime, openai_echo_server
+
+from voicestream.agent.app import AgentSettings, create_app, running_agent
+from voicestream.agent.conversation import chat
+from voicestream.agent.llm import SYSTEM_PROMPT, create_model, stream_text
+from voicestream.client import AgentAnswer, AsyncAgentClient
+from voicestream.protocol import (
+    SESSION_HEADER,
+    AgentStart,
+    AudioChunk,
+    Interruption,
+    SentenceSent,
+    new_session_id,
+)
+
+FACT, QUESTION = "My name is Ada.", "What is my name?"
+
+
+@pytest.fixture(scope="module")
+def openai_stub() -> Iterator[LLMStub]:
+    with openai_echo_server() as stub:
+        yield stub
+
+
+@pytest.fixture(scope="module")
+def bedrock_fake() -> Iterator[LLMStub]:
+    with fake_bedrock_runtime() as stub:
+        yield stub
+
+
+def agent_for(speech_server: str, provider: str, stub: LLMStub, app_seen: list | None = None):
+    """The agent app with `provider` answering from `stub`, served on loopback."""
+    if provider == "openai":
+        model = create_model("openai", model="echo", base_url=stub.url, api_key="test")
+    else:
+        model = create_model("bedrock", model="amazon.nova-lite-v1:0", base_url=stub.url, region="us-east-1")
+    app = create_app(AgentSettings(speech_url=speech_server), llm=model)
+    if app_seen is not None:
+        app_seen.append(app)
+    return running_agent(app)
+
+
+def user_and_assistant(messages: list[dict]) -> list[tuple[str, str]]:
+    """(role, text) of the chat messages a provider received, system prompt aside."""
+    pairs = []
+    for message in messages:
+        content = message["content"]
+        text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+        if message["role"] != "system":
+            pairs.append((message["role"], text))
+    return pairs
+
+
+@pytest.fixture
+def aws_credentials(monkeypatch):
+    """Credentials for boto3 to sign with; the fake never checks them."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "fake-key-id")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake-secret")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.mark.parametrize("provider", ["openai", "bedrock"])
+async def test_a_remote_provider_gets_the_earlier_turns_as_chat_messages(
+    speech_server, openai_stub, bedrock_fake, aws_credentials, provider
+):
+    stub = openai_stub if provider == "openai" else bedrock_fake
+    with agent_for(speech_server, provider, stub) as url:
+        async with asyncio.timeout(120), AsyncAgentClient(url, session_id=new_session_id()) as client:
+            first = await client.ask(FACT)
+            seen = len(stub.requests)
+            second = await client.ask(QUESTION)
+            client.session_id = None
+            alone = await client.ask(QUESTION)
+
+    assert first.error is None and second.error is None, (first.error, second.error)
+    assert first.text.strip() == echo([{"content": FACT}])
+    turns = user_and_assistant(stub.requests[seen]["messages"])
+    assert turns == [("user", FACT), ("assistant", first.text.strip()), ("user", QUESTION)]
+    assert "I was sent 3 messages" in second.text
+    assert user_and_assistant(stub.requests[-1]["messages"]) == [("user", QUESTION)]
+    assert alone.text.strip() == echo([{"content": QUESTION}])
+    if provider == "bedrock":  # the Converse shapes, as documented
+        assert stub.requests[seen]["system"] == [{"text": SYSTEM_PROMPT}]
+        assert stub.requests[seen]["messages"][1] == {
+            "role": "assistant", "content": [{"text": first.text.strip()}]
+        }
+
+
+async def test_the_local_model_remembers_a_name(agent_url, agent_app):
+    session = new_session_id()
+    async with asyncio.timeout(240), AsyncAgentClient(agent_url, session_id=session) as client:
+        first = await client.ask("Hello! My name is Ada. Please remember my name.")
+        second = await client.ask("What is my name?")
+
+    assert first.error is None and second.error is None, (first.error, second.error)
+    assert "ada" in second.text.lower(), second.text
+    history = agent_app.state.service.conversations.history(session)
+    assert [m["content"][0]["text"] for m in history][2:] == ["What is my name?", second.text.strip()]
+
+
+@pytest.fixture
+def small_context_llm(local_llm):
+    """The local model with a context of 512 tokens (quick to fill, and to evaluate)."""
+    local_llm.update_config(n_ctx=512)
+    yield local_llm
+    local_llm.update_config(n_ctx=2048)
+
+
+async def test_the_local_model_answers_a_history_longer_than_its_context(small_context_llm):
+    """The oldest turns go, the question stays (llama.cpp refuses a prompt beyond its context)."""
+    turns = [(f"Fact {n}: " + "the sea is wide and deep. " * 10, "I see.") for n in range(10)]
+    messages = chat(turns, "My name is Ada. What is my name?")
+
+    async with asyncio.timeout(120):
+        text = "".join([delta async for delta in stream_text(small_context_llm, messages)])
+
+    assert text.strip()  # beyond its context, llama.cpp would have raised instead
+
+
+async def test_a_session_id_beyond_agentcore_bounds_is_refused(agent_url):
+    async with asyncio.timeout(30), AsyncAgentClient(agent_url, session_id="x" * 257) as client:
+        answer = await client.ask("Hello.")
+
+    assert answer.error is not None and answer.error.code == "invalid_message"
+    assert SESSION_HEADER in answer.error.message
+
+
+async def spoken(client: AsyncAgentClient, prompt: str) -> tuple[AgentAnswer, str, list[tuple[str, float]]]:
+    """The answer, its request id, and each sentence sent to speech with its audio's length."""
+    answer, request_id = AgentAnswer("bidi"), ""
+    sentences: list[tuple[str, float]] = []
+    async for received in client.events(prompt):
+        answer.add(received)
+        event = received.event
+        if isinstance(event, AgentStart):
+            request_id = event.request_id
+        elif isinstance(event, SentenceSent):
+            sentences.append((event.text.strip(), 0.0))
+        elif isinstance(event, AudioChunk):
+            text, seconds = sentences[event.sentence]
+            sentences[event.sentence] = (text, seconds + len(event.audio()) / 48000)
+    return answer, request_id, sentences
+
+
+async def test_an_interrupted_answer_is_remembered_up_to_the_last_word_heard(speech_server, openai_stub):
+    with agent_for(speech_server, "openai", openai_stub) as url:
+        async with asyncio.timeout(180), AsyncAgentClient(url, session_id=new_session_id()) as client:
+            first, request_id, sentences = await spoken(client, "Tell me a long story.")
+            assert first.error is None, first.error
+            assert len(sentences) >= 3 and all(seconds > 0 for _, seconds in sentences)
+            # the listener heard the first sentence and 55 % of the second one's audio
+            (heard_whole, whole_s), (partly, partly_s) = sentences[0], sentences[1]
+            heard_ms = (whole_s + 0.55 * partly_s) * 1000
+            await client.ask("Go on.", interrupted=Interruption(request_id=request_id, heard_ms=heard_ms))
+
+    remembered = user_and_assistant(openai_stub.requests[-1]["messages"])[1][1]
+    # by the proportional rule: the words of the second sentence that end by 55 % of it
+    words = [m.group() for m in re.finditer(r"\S+", partly) if m.end() <= 0.55 * len(partly)]
+    assert words and len(words) < len(partly.split())
+    assert remembered == f"{heard_whole} {' '.join(words)}"
+    assert first.text.strip().startswith(remembered)
+
+
+async def test_compare_asks_every_mode_as_a_first_question(speech_server, openai_stub):
+    from voicestream.bench.compare import compare
+
+    seen, apps = len(openai_stub.requests), []
+    with agent_for(speech_server, "openai", openai_stub, apps) as url:
+        results = await asyncio.wait_for(compare(url, FACT, ["bidi", "batch"], warmup=False), 180)
+
+    assert [r.error for r in results] == [None, None]
+    assert len(apps[0].state.service.conversations) == 2  # one conversation per answer
+    assert len(openai_stub.requests) - seen == 2
+    assert all(user_and_assistant(r["messages"]) == [("user", FACT)] for r in openai_stub.requests[seen:])
+

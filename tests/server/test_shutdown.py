@@ -82,14 +82,13 @@ async def test_sigterm_waits_for_an_http_stream_being_sent(server_process) -> No
     is sent to its end (a cut chunked body would fail to read), then the process exits."""
     process, url = server_process
     received = bytearray()
-    async with httpx.AsyncClient(timeout=90) as client:
-        async with client.stream(
-            "POST", f"{url}/invocations", json={"text": SPOKEN, "stream": True, "format": "pcm16"}
-        ) as response:
-            assert response.status_code == 200
-            async for chunk in response.aiter_bytes():
-                if not received:
-                    process.send_signal(signal.SIGTERM)
-                received += chunk
+    async with httpx.AsyncClient(timeout=90) as client, client.stream(
+        "POST", f"{url}/invocations", json={"text": SPOKEN, "stream": True, "format": "pcm16"}
+    ) as response:
+        assert response.status_code == 200
+        async for chunk in response.aiter_bytes():
+            if not received:
+                process.send_signal(signal.SIGTERM)
+            received += chunk
     assert len(received) / 2 / 24000 > 8  # all four sentences, not cut at the signal
     assert await asyncio.to_thread(process.wait, 30) is not None

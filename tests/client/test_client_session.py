@@ -259,3 +259,21 @@ def test_sync_session_reads_a_blocking_source_without_stalling_audio(warm_server
             if isinstance(event, AudioChunk):
                 heard.set()
     assert unblocked_by_audio == [True]
+
+
+async def test_word_times_arrive_as_events_before_the_audio_they_time(warm_server: str) -> None:
+    """A session opened with `word_timestamps=True` gets `WordTimes` events, each before the
+    audio it times, covering every word in order; one without sees none."""
+    from voicestream.client import WordTimes
+
+    text = "Word times come first. Then the audio they time."
+    async with await SpeechSession.connect(warm_server, word_timestamps=True) as session:
+        await session.submit(text)
+        events = await _until_finished(session, 1)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.index("WordTimes") < kinds.index("AudioChunk")
+    words = [w.word for e in events if isinstance(e, WordTimes) for w in e.words]
+    assert words == text.split()
+    async with await SpeechSession.connect(warm_server) as session:
+        await session.submit(text)
+        assert not [e for e in await _until_finished(session, 1) if isinstance(e, WordTimes)]

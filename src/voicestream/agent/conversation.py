@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from strands.types.content import Messages
 
 from voicestream.agent.env import fields_from_env
+from voicestream.protocol import WordTiming
 
 BYTES_PER_SECOND = 48000
 """pcm16 at 24 kHz, mono: what the agent's audio is."""
@@ -182,6 +183,13 @@ class Turn:
     def add_piece(self, text: str) -> None:
         """A piece of the answer went to the speech server (its index is its position)."""
         self.pieces.append(SpokenPiece(text, 0.0))
+
+    def add_words(self, index: int, words: Sequence[WordTiming]) -> None:
+        """The speech server's word times for piece `index` (from the start of its audio)."""
+        if 0 <= index < len(self.pieces):
+            piece = self.pieces[index]
+            timed = tuple(WordTime(w.word, w.start_s, w.end_s) for w in words)
+            self.pieces[index] = SpokenPiece(piece.text, piece.duration_s, (*(piece.words or ()), *timed))
 
     def add_audio(self, index: int, nbytes: int) -> None:
         """`nbytes` of pcm16 audio of piece `index` went to the caller."""

@@ -55,7 +55,9 @@ from voicestream.client import (
     SpeechSession,
     Transport,
     WebSocketTransport,
+    WordTimes,
 )
+from voicestream.client.resume import ResumePolicy
 from voicestream.protocol import (
     AgentEnd,
     AgentError,
@@ -65,6 +67,7 @@ from voicestream.protocol import (
     AudioStreamStart,
     ErrorCode,
     SentenceSent,
+    SentenceWords,
     TextDelta,
     new_request_id,
     voice_language,
@@ -74,6 +77,9 @@ from voicestream.text import ChunkSchedule, IncrementalSentenceChunker, normaliz
 
 logger = logging.getLogger(__name__)
 
+SPEECH_RESUME = ResumePolicy(attempts=3, backoff_s=0.2)
+"""A speech server that drains (a rolling update) or drops the connection mid-answer: the
+session reconnects behind the same address and the answer goes on (WebSocket transports)."""
 AUDIO_FORMAT = "pcm16"
 SAMPLE_RATE = 24000
 DEFAULT_FIRST_CLAUSE_WORDS = 3
@@ -239,6 +245,8 @@ async def connect_speech(
         format=AUDIO_FORMAT,
         sample_rate=SAMPLE_RATE,
         lang=request.lang,
+        word_timestamps=True,  # what was heard when the listener interrupts (conversation.py)
+        resume=SPEECH_RESUME,
     )
 
 
@@ -392,6 +400,10 @@ async def _audio_task(
                     held.append(event)
                 else:
                     await _emit_audio(answer, event)
+            elif isinstance(event, WordTimes):
+                answer.turn.add_words(event.index, event.words)
+                if answer.request.mode != "batch":  # batch holds its audio: its times go with it
+                    await answer.emit(SentenceWords, sentence=event.index, words=event.words)
             elif isinstance(event, SpeechCompleted):
                 answer.duration_s += event.total_duration_s
                 if event.index == 0:

@@ -37,6 +37,7 @@ from voicestream.client.events import (
     SpeechEvent,
     SpeechFailed,
     SpeechStarted,
+    WordTimes,
 )
 from voicestream.client.invocations import AsyncInvocationsClient, InvocationsClient, SSEItem
 from voicestream.client.resume import ResumePolicy
@@ -91,6 +92,7 @@ __all__ = [
     "SyncSpeechSession",
     "Transport",
     "WebSocketTransport",
+    "WordTimes",
     "error_from_frame",
     "error_from_http",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from voicestream.client.errors import SpeechError
+from voicestream.protocol import WordTiming
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +30,16 @@ class AudioChunk:
     request_id: str
     index: int
     data: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class WordTimes:
+    """When the words of the audio that follows are spoken (a request that asked for word
+    timestamps): seconds from the start of the request's audio, as the user wrote them."""
+
+    request_id: str
+    index: int
+    words: tuple[WordTiming, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,4 +80,4 @@ class SpeechFailed:
     error: SpeechError
 
 
-SpeechEvent = SpeechStarted | AudioChunk | SpeechCompleted | SpeechCancelled | SpeechFailed
+SpeechEvent = SpeechStarted | AudioChunk | WordTimes | SpeechCompleted | SpeechCancelled | SpeechFailed

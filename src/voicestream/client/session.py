@@ -41,6 +41,7 @@ from voicestream.client.events import (
     SpeechEvent,
     SpeechFailed,
     SpeechStarted,
+    WordTimes,
 )
 from voicestream.client.inbox import EventInbox
 from voicestream.client.resume import RESUMABLE_FORMATS, ResumePolicy
@@ -56,13 +57,14 @@ from voicestream.protocol import (
     SynthesisCancelled,
     SynthesisComplete,
     SynthesisStart,
+    WordTimestamps,
     new_request_id,
     parse_server_frame,
 )
 from voicestream.text import IncrementalSentenceChunker
 
 _SESSION_FRAMES = frozenset(
-    {"synthesis_start", "synthesis_complete", "synthesis_cancelled", "error"}
+    {"synthesis_start", "synthesis_complete", "synthesis_cancelled", "error", "word_timestamps"}
 )
 """Frame types of the session; others come from a newer server and are skipped."""
 
@@ -132,8 +134,10 @@ class SpeechSession:
         response_timeout: float = RESPONSE_TIMEOUT_S,
         max_unread_audio: int = MAX_UNREAD_AUDIO,
         resume: ResumePolicy | None = None,
+        word_timestamps: bool = False,
     ) -> None:
         self.transport = transport
+        self.word_timestamps = word_timestamps
         self.voice = voice
         self.speed = speed
         self.lang = lang
@@ -174,6 +178,7 @@ class SpeechSession:
         max_unread_audio: int = MAX_UNREAD_AUDIO,
         resume: ResumePolicy | None = None,
         api_key: str | None = None,
+        word_timestamps: bool = False,
     ) -> SpeechSession:
         """Connect `transport` (or a `WebSocketTransport` to the URL given, with `api_key`
         when the server has one) and start a session.
@@ -198,6 +203,7 @@ class SpeechSession:
             response_timeout=response_timeout,
             max_unread_audio=max_unread_audio,
             resume=resume,
+            word_timestamps=word_timestamps,
         )
 
     @property
@@ -252,6 +258,8 @@ class SpeechSession:
             }
             if self.lang is not None:
                 message["lang"] = self.lang
+            if self.word_timestamps:  # only when asked: other messages stay the original sample's
+                message["word_timestamps"] = True
             request = _Request(request_id, self._submitted, text, time.perf_counter(), message)
             self._submitted += 1
             self._requests[request_id] = request
@@ -550,6 +558,10 @@ class SpeechSession:
                 self._finish(request, SpeechCancelled(request.request_id, request.index))
             case ErrorFrame():
                 self._on_error(frame)
+            case WordTimestamps():
+                request = self._pending(frame.request_id)
+                if request.state is not RequestState.CANCELLING and not request.skip_bytes:
+                    self._inbox.put_nowait(WordTimes(request.request_id, request.index, frame.words))
             case AudioEvent():
                 raise ServerError(
                     "the server sent an SSE audio event on a session", code="invalid_frame"

@@ -514,6 +514,16 @@ class AudioChunk(AgentEventBase):
         return base64.b64decode(self.data)
 
 
+class SentenceWords(AgentEventBase):
+    """*Extension*: when each word of sentence `sentence` is spoken, in seconds from the start
+    of that sentence's audio (from the speech server's `word_timestamps` frames); it comes
+    before that part of the sentence's audio."""
+
+    type: Literal["word_timestamps"] = "word_timestamps"
+    sentence: int
+    words: tuple[WordTiming, ...]
+
+
 class AudioStreamEnd(AgentEventBase):
     type: Literal["audio_stream_end"] = "audio_stream_end"
     total_chunks: int
@@ -546,6 +556,7 @@ AgentEvent = (
     | SentenceSent
     | AudioStreamStart
     | AudioChunk
+    | SentenceWords
     | AudioStreamEnd
     | AgentEnd
     | AgentError

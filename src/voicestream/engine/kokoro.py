@@ -232,19 +232,24 @@ class KokoroEngine:
                     pause_before_s=0.0 if first else PAUSE_AFTER_CLAUSE_S if b_index else PAUSE_AFTER_SENTENCE_S,
                 )
 
+    def model_inputs(self, piece: Piece, voice: str, speed: float) -> dict[str, np.ndarray] | None:
+        """The model's input feed for one piece (None when it has no speakable token)."""
+        tokens = self._phonemizer.tokenize(piece.phonemes)
+        if not tokens:
+            return None
+        return {
+            self._tokens_input: np.array([[0, *tokens, 0]], dtype=np.int64),
+            "style": self._voices.style(voice, len(tokens)),
+            "speed": np.array([speed], dtype=self._speed_dtype),
+        }
+
     def render(self, piece: Piece, voice: str, speed: float, threads: int = 1) -> np.ndarray:
         """Run the model on one piece (blocking); silence trimmed where pieces meet.
 
         `threads` above one runs the piece on the many-threaded session (on the CPU)."""
-        tokens = self._phonemizer.tokenize(piece.phonemes)
-        if not tokens:
+        feed = self.model_inputs(piece, voice, speed)
+        if feed is None:
             return np.zeros(0, dtype=np.float32)
-        style = self._voices.style(voice, len(tokens))
-        feed = {
-            self._tokens_input: np.array([[0, *tokens, 0]], dtype=np.int64),
-            "style": style,
-            "speed": np.array([speed], dtype=self._speed_dtype),
-        }
         session = self._sessions[self.max_threads if threads > 1 else 1]
         audio = np.asarray(session.run(None, feed)[0], dtype=np.float32).ravel()
         audio = trim_silence(audio, self.sample_rate, head=not piece.first, tail=not piece.last)

@@ -26,7 +26,7 @@ from voicestream.audio import FirstSound, pcm16_to_float
 from voicestream.bench.report import Advance, Chart, Report, Table, machine_context, progress
 from voicestream.bench.stats import percentile
 from voicestream.bench.texts import LOAD_TEXT
-from voicestream.bench.transport import PCM16_BYTES_PER_S, ws_url
+from voicestream.bench.transport import PCM16_BYTES_PER_S, SAMPLE_RATE, ws_url
 from voicestream.engine import KokoroEngine
 from voicestream.server import ServerSettings, free_port, running_server
 
@@ -57,7 +57,7 @@ async def _request(ws, text: str, request_id: str, step: StepResult) -> bool:
     with contextlib.suppress(ConnectionClosed):  # refused at once: the busy frame is still there to read
         await ws.send(json.dumps({"text": text, "request_id": request_id}))
     first, audio_bytes = None, 0
-    sound = FirstSound(PCM16_BYTES_PER_S // 2)
+    sound = FirstSound(SAMPLE_RATE)
     while True:
         frame = await ws.recv()
         if isinstance(frame, bytes):

@@ -7,11 +7,10 @@ import time
 
 import httpx
 import pytest
+from tests.reference import HELLO_SECONDS
 
 from voicestream.audio import SUPPORTED_FORMATS, decode_audio
 from voicestream.protocol import SSEDecoder
-
-HELLO_SECONDS = 1.525
 
 
 def _duration(data: bytes, format: str, rate: int = 24000) -> float:

@@ -190,6 +190,15 @@ def serve(
     cors_origin: CorsOrigins = None,
     log_level: LogLevel = "info",
     log_json: LogJson = False,
+    leading_silence_ms: Annotated[
+        float | None,
+        typer.Option("--leading-silence-ms", min=0, help="Silence before a request's first sound [default: 20]."),
+    ] = None,
+    sentence_pause_ms: Annotated[
+        float | None,
+        typer.Option("--sentence-pause-ms", min=0,
+                     help="Silence between sentences, within a request and from one to the next [default: 350]."),
+    ] = None,
     sequential: Annotated[
         bool,
         typer.Option("--sequential", help="Answer a session's messages strictly one after another (the reference "
@@ -197,6 +206,9 @@ def serve(
     ] = False,
 ) -> None:
     """Run the speech server (the SageMaker container contract); SIGTERM drains it."""
+    from dataclasses import replace
+
+    from voicestream.engine.silence import DEFAULT_PAUSES
     from voicestream.logs import configure_logging
     from voicestream.server import ServerSettings
     from voicestream.server import serve as run_server
@@ -207,5 +219,10 @@ def serve(
         max_queue=max_queue, max_session_requests=max_session_requests, max_body_bytes=max_body_bytes,
         idle_timeout_s=idle_timeout, stale_after_s=stale_after, grace_s=grace_s, api_key=api_key or None,
         cors_origins=tuple(cors_origin or ()), pipelined=not sequential,
+        pauses=replace(
+            DEFAULT_PAUSES,
+            **({"leading_s": leading_silence_ms / 1000} if leading_silence_ms is not None else {}),
+            **({"sentence_s": sentence_pause_ms / 1000} if sentence_pause_ms is not None else {}),
+        ),
     )
     run_server(settings, log_level=log_level)

@@ -32,7 +32,7 @@ from voicestream.engine.errors import (
     UnsupportedLanguageError,
 )
 from voicestream.engine.phonemes import Phonemizer, split_first_clause, split_phonemes
-from voicestream.engine.silence import PAUSE_AFTER_CLAUSE_S, PAUSE_AFTER_SENTENCE_S, trim_silence
+from voicestream.engine.silence import DEFAULT_PAUSES, Pauses, fit_to_speech
 from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights
 from voicestream.protocol import (
@@ -61,15 +61,17 @@ DEVICES = ("cpu", "cuda")
 class Piece:
     """One unit of synthesis: at most 510 phonemes, rendered by a single model run.
 
-    ``first`` and ``last`` say where the piece sits in its request, so that silence is
-    trimmed only where two pieces meet and a natural pause is put back there.
+    ``first`` and ``last`` say where the piece sits in its request; the model's padding is
+    cut to ``silence_before_s`` before its first sound and ``silence_after_s`` after its
+    last (`voicestream.engine.silence`).
     """
 
     text: str
     phonemes: str
     first: bool
     last: bool
-    pause_before_s: float = 0.0
+    silence_before_s: float = 0.0
+    silence_after_s: float = 0.0
     ends_sentence: bool = True
 
 
@@ -136,9 +138,11 @@ class KokoroEngine:
         device: str = "cpu",
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
         max_threads: int | None = None,
+        pauses: Pauses = DEFAULT_PAUSES,
     ) -> None:
         providers = _providers(device)
         self.files = files
+        self.pauses = pauses
         self.max_text_chars = max_text_chars
         single = _session(files.model_path, providers, threads=1)
         self.providers: list[str] = single.get_providers()
@@ -161,9 +165,10 @@ class KokoroEngine:
         variant: str = "int8",
         progress: Progress | None = None,
         warm_up: bool = True,
+        pauses: Pauses = DEFAULT_PAUSES,
     ) -> KokoroEngine:
         """Resolve the weights, build the session and (by default) warm it up once."""
-        engine = cls(resolve_weights(model_dir, variant, progress), device=device)
+        engine = cls(resolve_weights(model_dir, variant, progress), device=device, pauses=pauses)
         if warm_up:
             engine.synthesize("Warm up.", DEFAULT_VOICE if DEFAULT_VOICE in engine.voices else engine.voices[0])
         return engine
@@ -222,14 +227,15 @@ class KokoroEngine:
             if cut_first_clause and s_index == 0 and batches:  # first audio waits for this piece only
                 batches = [*split_first_clause(batches[0]), *batches[1:]]
             for b_index, phonemes in enumerate(batches):
-                first = s_index == 0 and b_index == 0
+                last = s_index == len(sentences) - 1 and b_index == len(batches) - 1
                 yield Piece(
                     text=sentence,
                     phonemes=phonemes,
-                    first=first,
-                    last=s_index == len(sentences) - 1 and b_index == len(batches) - 1,
+                    first=s_index == 0 and b_index == 0,
+                    last=last,
                     ends_sentence=b_index == len(batches) - 1,
-                    pause_before_s=0.0 if first else PAUSE_AFTER_CLAUSE_S if b_index else PAUSE_AFTER_SENTENCE_S,
+                    silence_before_s=self.pauses.before(s_index == 0 and b_index == 0, ends_sentence_before=b_index == 0),
+                    silence_after_s=self.pauses.after(last),
                 )
 
     def model_inputs(self, piece: Piece, voice: str, speed: float) -> dict[str, np.ndarray] | None:
@@ -244,7 +250,7 @@ class KokoroEngine:
         }
 
     def render(self, piece: Piece, voice: str, speed: float, threads: int = 1) -> np.ndarray:
-        """Run the model on one piece (blocking); silence trimmed where pieces meet.
+        """Run the model on one piece (blocking); its silences cut or padded to the piece's.
 
         `threads` above one runs the piece on the many-threaded session (on the CPU)."""
         feed = self.model_inputs(piece, voice, speed)
@@ -252,9 +258,7 @@ class KokoroEngine:
             return np.zeros(0, dtype=np.float32)
         session = self._sessions[self.max_threads if threads > 1 else 1]
         audio = np.asarray(session.run(None, feed)[0], dtype=np.float32).ravel()
-        audio = trim_silence(audio, self.sample_rate, head=not piece.first, tail=not piece.last)
-        if piece.pause_before_s:
-            audio = np.concatenate([np.zeros(int(piece.pause_before_s * self.sample_rate), np.float32), audio])
+        audio, _ = fit_to_speech(audio, self.sample_rate, piece.silence_before_s, piece.silence_after_s)
         return audio
 
     def stream(

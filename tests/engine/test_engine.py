@@ -16,7 +16,12 @@ from voicestream.engine import (
     TextTooLongError,
     UnknownVoiceError,
 )
-from voicestream.engine.phonemes import MAX_PHONEMES, split_first_clause, split_phonemes
+from voicestream.engine.phonemes import (
+    MAX_PHONEMES,
+    split_before_break_word,
+    split_first_clause,
+    split_phonemes,
+)
 from voicestream.engine.voices import VoiceBank
 
 
@@ -129,3 +134,15 @@ def test_the_first_piece_of_a_request_ends_at_a_clause(engine: KokoroEngine) -> 
     assert all(chunk.size > 0.5 * 24_000 for chunk in audio)  # both halves are speech
     # for a listener whose audio is already playing the sentence stays whole
     assert len(list(engine.plan(text, cut_first_clause=False))) == 2
+
+
+def test_a_comma_less_first_sentence_is_cut_before_a_break_word(engine: KokoroEngine) -> None:
+    sentence = "Streaming speech lets an agent start talking before it has finished thinking."
+    assert split_before_break_word(sentence) == ["Streaming speech lets an agent start talking",
+                                                 "before it has finished thinking."]
+    assert split_before_break_word("Please bring the figures for the meeting.") == [
+        "Please bring the figures for the meeting."]  # "for" would leave three words after it
+    pieces = list(engine.plan(sentence))
+    assert len(pieces) == 2 and not pieces[0].ends_sentence and pieces[1].ends_sentence
+    assert len(list(engine.plan(sentence, cut_first_clause=False))) == 1  # a playing listener: whole
+    assert len(list(engine.plan(sentence, "es"))) == 1  # the break words are English

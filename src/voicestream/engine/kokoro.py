@@ -31,7 +31,12 @@ from voicestream.engine.errors import (
     UnknownVoiceError,
     UnsupportedLanguageError,
 )
-from voicestream.engine.phonemes import Phonemizer, split_first_clause, split_phonemes
+from voicestream.engine.phonemes import (
+    Phonemizer,
+    split_before_break_word,
+    split_first_clause,
+    split_phonemes,
+)
 from voicestream.engine.silence import DEFAULT_PAUSES, Pauses, fit_to_speech
 from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights
@@ -218,14 +223,17 @@ class KokoroEngine:
         Markup, emoji and symbols are rewritten for speech first (the text layer's
         normalizer, with ``language``'s rules). Laziness matters: phonemizing a long block
         up front would delay its first audio. With `cut_first_clause` the first sentence
-        ends its first piece at a clause mark (`split_first_clause`): for a listener who
-        hears nothing yet; one whose audio is playing gains nothing from the extra cut.
+        ends its first piece at a clause mark (`split_first_clause`), or, in an English
+        sentence without one, before a break word (`split_before_break_word`): for a listener
+        who hears nothing yet; one whose audio is playing gains nothing from the extra cut.
         """
         sentences = split_sentences(normalize_for_speech(text, language))
         for s_index, sentence in enumerate(sentences):
             batches = split_phonemes(self._phonemizer.phonemize(sentence, language))
             if cut_first_clause and s_index == 0 and batches:  # first audio waits for this piece only
                 batches = [*split_first_clause(batches[0]), *batches[1:]]
+                if len(batches) == 1 and language.startswith("en") and len(halves := split_before_break_word(sentence)) > 1:
+                    batches = [self._phonemizer.phonemize(half, language) for half in halves]
             for b_index, phonemes in enumerate(batches):
                 last = s_index == len(sentences) - 1 and b_index == len(batches) - 1
                 yield Piece(

@@ -25,6 +25,9 @@ def test_transport_bench_runs_on_tiny_inputs(engine: KokoroEngine) -> None:
 
     ttfa, pipeline, latency, sentences, contention = report.tables
     assert all(0 < ms < 30_000 for ms in ttfa.column("mean ms"))
+    heard = ttfa.column("first sound median ms")[:2]  # a player starting at the first byte sounds after it
+    assert all(sound >= first for sound, first in zip(heard, ttfa.column("min ms"), strict=False))
+    assert all(sound >= first for sound, first in zip(pipeline.column("first sound ms"), pipeline.column("first audio ms")))
     assert pipeline.column("session") == ["pipelined (voicestream)", "sequential (reference design)"]
     assert all(first <= last for first, last in zip(pipeline.column("first audio ms"), pipeline.column("last byte ms")))
     assert latency.column("chunks")[0] > latency.column("chunks")[1]
@@ -41,5 +44,6 @@ def test_load_bench_counts_requests_and_busy_answers(engine: KokoroEngine) -> No
     assert table.column("requests") == [1, 1]
     assert table.column("busy") == [0, 1]
     assert table.column("errors") == [0, 0]
+    assert table.column("p50 first sound ms")[0] >= table.column("p50 first audio ms")[0] > 0
     assert table.column(table.columns[-1])[1] is False  # a busy answer fails the step
     assert report.context["capacity_sessions"] in (0, 1)  # 1 only where one session's p95 met the target

@@ -8,6 +8,7 @@ import wave
 from pathlib import Path
 
 import pytest
+from tests.reference import HELLO_SECONDS
 
 from voicestream.audio import decode_audio
 
@@ -25,7 +26,7 @@ def test_say_writes_the_reference_wav(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     with wave.open(str(target)) as wav:
         assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (24000, 1, 2)
-        assert wav.getnframes() / 24000 == pytest.approx(1.525, rel=0.03)
+        assert wav.getnframes() / 24000 == pytest.approx(HELLO_SECONDS, rel=0.03)
 
 
 @pytest.mark.parametrize(("name", "format", "rate"), [("a.mp3", "mp3", 44100), ("a.flac", "flac", 16000),
@@ -36,7 +37,7 @@ def test_say_other_formats_and_rates(tmp_path: Path, name: str, format: str, rat
     assert result.returncode == 0, result.stderr
     samples, decoded_rate = decode_audio(target.read_bytes(), format, rate)
     assert decoded_rate == rate
-    assert len(samples) / decoded_rate == pytest.approx(1.525, abs=0.1)
+    assert len(samples) / decoded_rate == pytest.approx(HELLO_SECONDS, abs=0.1)
 
 
 @pytest.mark.parametrize(("args", "expected"), [

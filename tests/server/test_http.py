@@ -7,12 +7,11 @@ import time
 
 import httpx
 import pytest
+from tests.reference import HELLO_SECONDS
 from tests.server.wire import JSON_TYPE
 
 from voicestream.audio import SUPPORTED_FORMATS, decode_audio
 from voicestream.protocol import SSEDecoder
-
-HELLO_SECONDS = 1.525
 
 
 def _duration(data: bytes, format: str, rate: int = 24000) -> float:

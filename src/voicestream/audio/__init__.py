@@ -4,6 +4,7 @@ Pure: no sessions, no network. The engine's float32 chunks go in, the bytes each
 format's client expects come out, as soon as the codec has them.
 """
 
+from voicestream.audio.audible import FirstSound, first_audible_sample, heard_at_s
 from voicestream.audio.decode import decode_audio, decode_recording
 from voicestream.audio.encoder import StreamEncoder
 from voicestream.audio.errors import (
@@ -27,6 +28,7 @@ __all__ = [
     "SUPPORTED_FORMATS",
     "SUPPORTED_SAMPLE_RATES",
     "AudioError",
+    "FirstSound",
     "RecordingTooLongError",
     "StreamEncoder",
     "StreamResampler",
@@ -36,8 +38,10 @@ __all__ = [
     "decode_audio",
     "decode_recording",
     "finalize_wav",
+    "first_audible_sample",
     "float_to_mulaw",
     "float_to_pcm16",
+    "heard_at_s",
     "mulaw_to_float",
     "pcm16_to_float",
     "resample",

@@ -23,6 +23,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from voicestream.audio import FirstSound, pcm16_to_float
 from voicestream.client import AgentAnswer, AgentClientError, AsyncAgentClient
 from voicestream.protocol import AGENT_MODES, DEFAULT_VOICE, new_session_id
 
@@ -50,9 +51,11 @@ class ModeResult:
     stalled_ms: float = 0.0
     text: str = ""
     audio: bytes = b""
+    first_sound_ms: float | None = None
+    """When a listener playing from the first audio first hears a sound (`voicestream.audio.FirstSound`)."""
 
     @classmethod
-    def of(cls, answer: AgentAnswer, trial: int, playback: Playback) -> ModeResult:
+    def of(cls, answer: AgentAnswer, trial: int, playback: Playback, first_sound_ms: float | None = None) -> ModeResult:
         end = answer.end
         return cls(
             mode=answer.mode,
@@ -70,6 +73,7 @@ class ModeResult:
             stalled_ms=playback.stalled_ms,
             text=answer.text,
             audio=bytes(answer.audio),
+            first_sound_ms=first_sound_ms,
         )
 
     @property
@@ -148,16 +152,19 @@ async def measure(
     voice: str = DEFAULT_VOICE,
     speed: float = 1.0,
 ) -> ModeResult:
-    """One answer in `mode`, with its stalls for a listener playing the pcm16 audio; the
-    first question of a new conversation."""
+    """One answer in `mode`, with its stalls and first sound for a listener playing the pcm16
+    audio; the first question of a new conversation."""
     client.session_id = new_session_id()
-    answer, playback = AgentAnswer(mode), Playback()
+    answer, playback, sound = AgentAnswer(mode), Playback(), None
     async for received in client.events(prompt, mode, voice, speed):
         before = len(answer.audio)
         answer.add(received)
         if len(answer.audio) > before and answer.sample_rate:
             playback.add(received.at_ms, (len(answer.audio) - before) / 2 / answer.sample_rate)
-    return ModeResult.of(answer, trial, playback)
+            sound = sound or FirstSound(answer.sample_rate)
+            sound.feed(received.at_ms / 1000, pcm16_to_float(bytes(answer.audio[before:])))
+    heard = sound.heard_s if sound else None
+    return ModeResult.of(answer, trial, playback, None if heard is None else heard * 1000)
 
 
 # --- the table ------------------------------------------------------------------------------
@@ -167,6 +174,7 @@ _COLUMNS = (
     ("n", 3),
     ("first text ms", 13),
     ("first audio ms", 14),
+    ("first sound ms", 14),
     ("total ms", 9),
     ("chunks", 6),
     ("audio s", 7),
@@ -191,6 +199,7 @@ def mode_rows(results: Iterable[ModeResult]) -> list[list[str | int | float | No
             len(ok),
             _mean(r.first_text_ms for r in ok),
             _mean(r.first_audio_ms for r in ok),
+            _mean(r.first_sound_ms for r in ok),
             _mean(r.total_ms for r in ok),
             _mean(r.chunks for r in ok),
             _mean(r.audio_s for r in ok),
@@ -222,7 +231,7 @@ def format_table(results: Iterable[ModeResult]) -> str:
     """Mean figures per mode as a plain table, then how much sooner `bidi` speaks than each
     batch mode, and the answers that failed."""
     results = list(results)
-    formats = (str, str, _ms, _ms, _ms, _ms, _seconds, _seconds, _ms, _ms, _ms)
+    formats = (str, str, _ms, _ms, _ms, _ms, _ms, _seconds, _seconds, _ms, _ms, _ms)
     lines = ["  ".join(f"{name:>{width}}" for name, width in _COLUMNS)]
     for row in mode_rows(results):
         cells = [fmt(value) for fmt, value in zip(formats, row, strict=True)]

@@ -95,7 +95,7 @@ class E2EReport:
             Table(
                 "Latency mode (first chunk at the first good break) against sentence mode, bidi",
                 ["prompt", "first sentence words", "sentence mode ms", "latency mode ms", "ratio",
-                 "WER sentence %", "WER latency %"],
+                 "sentence mode first sound ms", "latency mode first sound ms", "WER sentence %", "WER latency %"],
                 [_comparison_row(c) for c in self.comparisons],
             )
         )
@@ -118,6 +118,11 @@ class E2EReport:
         ratios = [c.ratio for c in self.comparisons if c.ratio is not None and c.same_answer]
         if ratios:
             lines.append(f"median first-audio ratio (latency / sentence, equal answers): {statistics.median(ratios):.2f}")
+        for name, sounds in (("sentence", [c.sentence.first_sound_ms for c in self.comparisons]),
+                             ("latency", [c.latency.first_sound_ms for c in self.comparisons])):
+            heard = [ms for ms in sounds if ms is not None]
+            if heard:
+                lines.append(f"median first audible sound, {name} mode: {statistics.median(heard):,.0f} ms")
         for name, wers in (("sentence", [c.sentence_wer for c in self.comparisons]),
                            ("latency", [c.latency_wer for c in self.comparisons])):
             present = [w for w in wers if w is not None]
@@ -142,6 +147,8 @@ def _comparison_row(c: ModeComparison) -> list[object]:
         _rounded(c.sentence.first_audio_ms),
         _rounded(c.latency.first_audio_ms),
         _rounded(c.ratio),
+        _rounded(c.sentence.first_sound_ms),
+        _rounded(c.latency.first_sound_ms),
         _rounded(None if c.sentence_wer is None else 100 * c.sentence_wer),
         _rounded(None if c.latency_wer is None else 100 * c.latency_wer),
     ]

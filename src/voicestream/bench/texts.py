@@ -3,6 +3,8 @@
 FIRST_SENTENCE = "Voice agents should start speaking as soon as they can."
 ONE_SENTENCE = "The meeting has moved to Thursday afternoon, so please bring the quarterly figures."
 """One sentence, about as long as the 77 characters that kokoro-onnx was first measured with."""
+LONE_SENTENCE = "Streaming speech lets an agent start talking before it has finished thinking."
+"""One sentence with no clause mark: the first cut can only fall before a break word ("before")."""
 BLOCK = (  # 4 sentences, 267 characters, like the reference's measured block
     "Voice agents should start speaking as soon as they can. Waiting for the whole paragraph "
     "wastes seconds that the listener notices at once. Streaming each sentence keeps the "

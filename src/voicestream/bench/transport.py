@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from websockets.asyncio.client import connect
 
-from voicestream.audio import pcm16_to_float
+from voicestream.audio import FirstSound, pcm16_to_float
 from voicestream.bench.asr import transcribe, word_errors
 from voicestream.bench.report import Advance, Cell, Chart, Report, Table, machine_context, progress
 from voicestream.bench.stats import Timings
@@ -46,7 +46,9 @@ from voicestream.server import ServerSettings, free_port, running_server
 from voicestream.text import SENTENCES, IncrementalSentenceChunker
 
 WS_PATH = "/invocations-bidirectional-stream"
-PCM16_BYTES_PER_S = 48_000
+SAMPLE_RATE = 24_000
+PCM16_BYTES_PER_S = 2 * SAMPLE_RATE
+ENDS = ("synthesis_complete", "synthesis_cancelled", "error")
 REFERENCE_FIRST_MS, REFERENCE_BLOCK_MS = 156.7, 329.3
 
 
@@ -54,16 +56,26 @@ def ws_url(base_url: str) -> str:
     return base_url.replace("http://", "ws://") + WS_PATH
 
 
-async def first_audio_s(url: str, text: str) -> float:
-    """A new session, one request; seconds until its first audio frame (the rest is cancelled)."""
-    async with connect(url) as ws:
+async def first_sound(url: str, text: str) -> FirstSound:
+    """A new session, one request; when its first audio frame arrived and when a player
+    starting then first sounds (seconds from the send; the rest of the request is cancelled)."""
+    sound = FirstSound(SAMPLE_RATE)
+    async with connect(url, max_size=None) as ws:
         sent = time.monotonic()
         await ws.send(json.dumps({"text": text, "request_id": "bench"}))
-        while not isinstance(await ws.recv(), bytes):
-            pass
-        arrived = time.monotonic() - sent
+        while sound.heard_s is None:
+            frame = await ws.recv()
+            if isinstance(frame, bytes):
+                sound.feed(time.monotonic() - sent, pcm16_to_float(frame))
+            elif json.loads(frame)["type"] in ENDS:
+                break
         await ws.send(json.dumps({"type": "cancel"}))
-        return arrived
+    return sound
+
+
+async def first_audio_s(url: str, text: str) -> float:
+    """A new session, one request; seconds until its first audio frame."""
+    return (await first_sound(url, text)).first_audio_s or 0.0
 
 
 @dataclass
@@ -72,6 +84,8 @@ class SpokenMessages:
 
     first_audio_s: list[float] = field(default_factory=list)
     """Per message, when its first audio byte arrived."""
+    first_sound_s: float | None = None
+    """When a player starting at the first byte first sounds (the first message's, as a rule)."""
     done_s: float = 0.0
     stall_s: float = 0.0
     """How long a player starting at the first byte would have been silent waiting for audio."""
@@ -82,6 +96,7 @@ async def speak_messages(url: str, messages: list[str]) -> SpokenMessages:
     """Send every message at once on a new session; time each one's first audio, and the end."""
     result = SpokenMessages()
     audio = bytearray()
+    sound = FirstSound(SAMPLE_RATE)
     playing_until: float | None = None
     async with connect(url, max_size=None) as ws:
         sent = time.monotonic()
@@ -98,11 +113,13 @@ async def speak_messages(url: str, messages: list[str]) -> SpokenMessages:
                     result.stall_s += now - playing_until
                 playing_until = max(playing_until or now, now) + len(frame) / PCM16_BYTES_PER_S
                 audio += frame
+                if sound.heard_s is None:
+                    sound.feed(now, pcm16_to_float(frame))
                 continue
-            message = json.loads(frame)
-            if message["type"] in ("synthesis_complete", "synthesis_cancelled", "error"):
+            if json.loads(frame)["type"] in ENDS:
                 completed += 1
         result.done_s = time.monotonic() - sent
+    result.first_sound_s = sound.heard_s
     result.pcm16 = bytes(audio)
     return result
 
@@ -154,9 +171,9 @@ async def _monologue(url: str, text: str, started: asyncio.Event) -> None:
 
 async def first_audio_beside_monologues(
     url: str, trials: int, monologue: str = MONOLOGUE, text: str = "Hello there."
-) -> tuple[list[float], list[float]]:
-    """Seconds to first audio of ``text`` on an idle server, then beside 3 long monologues."""
-    idle = [await first_audio_s(url, text) for _ in range(trials)]
+) -> tuple[list[FirstSound], list[FirstSound]]:
+    """First audio and sound of ``text`` on an idle server, then beside 3 long monologues."""
+    idle = [await first_sound(url, text) for _ in range(trials)]
     events = [asyncio.Event() for _ in range(3)]
     tasks = [asyncio.create_task(_monologue(url, monologue, event)) for event in events]
     try:
@@ -164,7 +181,7 @@ async def first_audio_beside_monologues(
             await event.wait()
         busy = []
         for _ in range(trials):
-            busy.append(await first_audio_s(url, text))
+            busy.append(await first_sound(url, text))
             await asyncio.sleep(0.3)
     finally:
         for task in tasks:
@@ -193,6 +210,11 @@ class _Runs:
     def median(self, label: str, value) -> float:
         return statistics.median(value(run) for run in self.spoken[label]) * 1000
 
+    def heard_ms(self, label: str) -> float | None:
+        """The median first audible sound of the label's runs (None if none was audible)."""
+        heard = [run.first_sound_s for run in self.spoken[label] if run.first_sound_s is not None]
+        return statistics.median(heard) * 1000 if heard else None
+
 
 async def _speak_each(targets: dict[str, tuple[str, list[str]]], trials: int, advance: Advance) -> _Runs:
     """Each label's messages on its server, ``trials`` times, interleaved so that noise hits all alike."""
@@ -205,35 +227,48 @@ async def _speak_each(targets: dict[str, tuple[str, list[str]]], trials: int, ad
 
 
 async def _block_vs_first(url: str, engine: KokoroEngine, texts: TransportTexts, trials: int, advance: Advance):
-    block, first, bare = [], [], []
+    block: list[FirstSound] = []
+    first: list[FirstSound] = []
+    bare = []
     for _ in range(trials):
-        first.append(await first_audio_s(url, texts.first_sentence))
-        block.append(await first_audio_s(url, texts.block))
+        first.append(await first_sound(url, texts.first_sentence))
+        block.append(await first_sound(url, texts.block))
         bare.append(await asyncio.to_thread(_engine_first_chunk_s, engine, texts.first_sentence))
         advance()
     table = Table(
-        "Time to first audio byte: 4-sentence block vs its first sentence",
-        ["request", "chars", "mean ms", "median ms", "min ms", "max ms", "reference mean ms"],
+        "Time to first audio byte and to the first audible sound: 4-sentence block vs its first sentence",
+        ["request", "chars", "mean ms", "median ms", "min ms", "max ms", "first sound median ms", "reference mean ms"],
     )
-    table.add(f"first sentence alone ({trials} trials)", len(texts.first_sentence), *Timings.of(first).cells(),
-              REFERENCE_FIRST_MS)
-    table.add(f"block as one message ({trials} trials)", len(texts.block), *Timings.of(block).cells(),
-              REFERENCE_BLOCK_MS)
-    table.add(f"bare engine, first sentence, every core ({trials} trials)", len(texts.first_sentence), *Timings.of(bare).cells(),
-              None)
-    ratio = statistics.mean(block) / statistics.mean(first)
-    overhead_ms = (statistics.median(first) - statistics.median(bare)) * 1000
+    for label, text, sounds, reference in (
+        ("first sentence alone", texts.first_sentence, first, REFERENCE_FIRST_MS),
+        ("block as one message", texts.block, block, REFERENCE_BLOCK_MS),
+    ):
+        table.add(f"{label} ({trials} trials)", len(text), *Timings.of(_arrivals(sounds)).cells(),
+                  _heard_median_ms(sounds), reference)
+    table.add(f"bare engine, first sentence, every core ({trials} trials)", len(texts.first_sentence),
+              *Timings.of(bare).cells(), None, None)
+    ratio = statistics.mean(_arrivals(block)) / statistics.mean(_arrivals(first))
+    overhead_ms = (statistics.median(_arrivals(first)) - statistics.median(bare)) * 1000
     table.note = (
         f"block / first sentence (means): {ratio:.3f} (reference: {REFERENCE_BLOCK_MS / REFERENCE_FIRST_MS:.3f}); "
         f"server over bare engine (medians): {overhead_ms:+.1f} ms"
     )
     chart = Chart(
         "First audio byte: block vs first sentence (mean)", ["first sentence", "4-sentence block"],
-        {"voicestream (2 CPU cores)": [statistics.mean(first) * 1000, statistics.mean(block) * 1000],
+        {"voicestream (2 CPU cores)": [statistics.mean(_arrivals(first)) * 1000, statistics.mean(_arrivals(block)) * 1000],
          "reference (GPU)": [REFERENCE_FIRST_MS, REFERENCE_BLOCK_MS]},
         "ms",
     )
     return table, chart
+
+
+def _arrivals(sounds: list[FirstSound]) -> list[float]:
+    return [sound.first_audio_s or 0.0 for sound in sounds]
+
+
+def _heard_median_ms(sounds: list[FirstSound]) -> float | None:
+    heard = [sound.heard_s for sound in sounds if sound.heard_s is not None]
+    return statistics.median(heard) * 1000 if heard else None
 
 
 async def _pipelined_vs_sequential(urls: dict[str, str], texts: TransportTexts, trials: int, advance: Advance):
@@ -242,11 +277,13 @@ async def _pipelined_vs_sequential(urls: dict[str, str], texts: TransportTexts, 
     table = Table(
         f"Pipelined vs strictly sequential session: the block's {len(sentences)} sentences as "
         f"{len(sentences)} messages sent at once (medians of {trials})",
-        ["session", "first audio ms", "last sentence's first audio ms", "last byte ms", "player silent ms"],
+        ["session", "first audio ms", "first sound ms", "last sentence's first audio ms", "last byte ms",
+         "player silent ms"],
     )
     for label in urls:
         table.add(
-            label, runs.median(label, lambda r: r.first_audio_s[0]), runs.median(label, lambda r: r.first_audio_s[-1]),
+            label, runs.median(label, lambda r: r.first_audio_s[0]), runs.heard_ms(label),
+            runs.median(label, lambda r: r.first_audio_s[-1]),
             runs.median(label, lambda r: r.done_s), runs.median(label, lambda r: r.stall_s),
         )
     pipelined, sequential = list(urls)
@@ -266,7 +303,8 @@ async def _latency_vs_sentence(url: str, texts: TransportTexts, trials: int, adv
     runs = await _speak_each({label: (url, chunks) for label, chunks in modes.items()}, trials, advance)
     table = Table(
         f"Latency mode vs sentence mode: an answer opening with a long sentence (medians of {trials})",
-        ["mode", "chunks", "first chunk words", "first audio ms", "last byte ms", "player silent ms", "WER %"],
+        ["mode", "chunks", "first chunk words", "first audio ms", "first sound ms", "last byte ms", "player silent ms",
+         "WER %"],
     )
     for label, chunks in modes.items():
         edits = words = 0
@@ -276,6 +314,7 @@ async def _latency_vs_sentence(url: str, texts: TransportTexts, trials: int, adv
             edits, words = edits + run_edits, words + run_words
         table.add(
             label, len(chunks), len(chunks[0].split()), runs.median(label, lambda r: r.first_audio_s[0]),
+            runs.heard_ms(label),
             runs.median(label, lambda r: r.done_s), runs.median(label, lambda r: r.stall_s), 100 * edits / max(words, 1),
         )
     ratio = runs.median("latency mode", lambda r: r.first_audio_s[0]) / runs.median(
@@ -295,11 +334,11 @@ async def _contention(url: str, texts: TransportTexts, trials: int) -> Table:
     idle, busy = await first_audio_beside_monologues(url, trials, texts.monologue)
     table = Table(
         "First audio of 'Hello there.' beside three long monologues",
-        ["'Hello there.' on a new session", "mean ms", "median ms", "min ms", "max ms"],
-        note=f"busy / idle (medians): {statistics.median(busy) / statistics.median(idle):.2f}",
+        ["'Hello there.' on a new session", "mean ms", "median ms", "min ms", "max ms", "first sound median ms"],
+        note=f"busy / idle (medians): {statistics.median(_arrivals(busy)) / statistics.median(_arrivals(idle)):.2f}",
     )
-    table.add("idle server", *Timings.of(idle).cells())
-    table.add("beside 3 long monologues", *Timings.of(busy).cells())
+    table.add("idle server", *Timings.of(_arrivals(idle)).cells(), _heard_median_ms(idle))
+    table.add("beside 3 long monologues", *Timings.of(_arrivals(busy)).cells(), _heard_median_ms(busy))
     return table
 
 

@@ -260,6 +260,15 @@ def serve(
     allowed_host: AllowedHosts = None,
     log_level: LogLevel = "info",
     log_json: LogJson = False,
+    leading_silence_ms: Annotated[
+        float | None,
+        typer.Option("--leading-silence-ms", min=0, help="Silence before a request's first sound [default: 20]."),
+    ] = None,
+    sentence_pause_ms: Annotated[
+        float | None,
+        typer.Option("--sentence-pause-ms", min=0,
+                     help="Silence between sentences, within a request and from one to the next [default: 350]."),
+    ] = None,
     sequential: Annotated[
         bool,
         typer.Option("--sequential", help="Answer a session's messages strictly one after another (the reference "
@@ -267,7 +276,10 @@ def serve(
     ] = False,
 ) -> None:
     """Run the speech server (the SageMaker container contract); SIGTERM drains it."""
+    from dataclasses import replace
+
     from voicestream.access import parse_names
+    from voicestream.engine.silence import DEFAULT_PAUSES
     from voicestream.logs import configure_logging
     from voicestream.server import ServerSettings
     from voicestream.server import serve as run_server
@@ -280,5 +292,10 @@ def serve(
         listener_budget_bytes=listener_budget_bytes, buffer_budget_bytes=buffer_budget_bytes,
         max_session_errors=max_session_errors, send_timeout_s=send_timeout, max_whole_files=max_whole_files,
         cors_origins=tuple(cors_origin or ()), allowed_hosts=parse_names(allowed_host), pipelined=not sequential,
+        pauses=replace(
+            DEFAULT_PAUSES,
+            **({"leading_s": leading_silence_ms / 1000} if leading_silence_ms is not None else {}),
+            **({"sentence_s": sentence_pause_ms / 1000} if sentence_pause_ms is not None else {}),
+        ),
     )
     run_server(settings, log_level=log_level)

@@ -176,3 +176,38 @@ def bench_e2e(
             engine, prompt, trials, transcribe=transcribe, modes=AGENT_MODES if modes else (), max_tokens=max_tokens
         )
     publish(report.to_report(), json_file, plot_file)
+
+
+@bench_app.command("gpu")
+def bench_gpu(
+    device: Device = "cuda",
+    variants: Annotated[
+        list[str], typer.Option("--variant", help="Model variants to measure (repeatable): fp16, fp32, int8.")
+    ] = ["fp16", "fp32"],  # noqa: B006 - typer reads the default
+    sessions: Annotated[
+        list[int], typer.Option("--sessions", min=1, help="Concurrent sessions per step of the ladder (repeatable).")
+    ] = [1, 8, 32],  # noqa: B006 - typer reads the default
+    rounds: Annotated[int, typer.Option(min=1, help="Requests each session makes, one after another.")] = 2,
+    target_ms: Annotated[float, typer.Option("--target-ms", help="The p95 first-sound target of the capacity.")] = 300.0,
+    allow_int8_cuda: Annotated[
+        bool, typer.Option("--allow-int8-cuda", help="Measure int8 on CUDA anyway (its quantized ops run on the CPU).")
+    ] = False,
+    budget_s: Annotated[float, typer.Option("--budget-s", help="Skip ladder steps that would start after this.")] = 270.0,
+    model_dir: ModelDir = None,
+    json_file: JsonFile = None,
+    plot_file: PlotFile = None,
+) -> None:
+    """fp16 and fp32 on CUDA in one run: node placement, engine RTF, p50/p95 first audible sound at
+    1, 8 and 32 sessions, sessions per GPU at a 300 ms p95. `--device cpu --variant int8` runs it on the CPU."""
+    from voicestream.bench.gpu import BenchRefused, measure_gpu
+    from voicestream.bench.report import publish
+
+    try:
+        report = measure_gpu(
+            device, variants, sessions, rounds, target_ms, model_dir=model_dir, allow_int8_cuda=allow_int8_cuda,
+            budget_s=budget_s,
+        )
+    except BenchRefused as refused:
+        stderr.print(f"[red]error:[/red] {refused}")
+        raise typer.Exit(2) from None
+    publish(report, json_file, plot_file)

@@ -33,8 +33,13 @@ from voicestream.engine.errors import (
     UnsupportedLanguageError,
 )
 from voicestream.engine.graph import load_graph
-from voicestream.engine.phonemes import Phonemizer, split_first_clause, split_phonemes
-from voicestream.engine.silence import PAUSE_AFTER_CLAUSE_S, PAUSE_AFTER_SENTENCE_S, speech_bounds
+from voicestream.engine.phonemes import (
+    Phonemizer,
+    split_before_break_word,
+    split_first_clause,
+    split_phonemes,
+)
+from voicestream.engine.silence import DEFAULT_PAUSES, Pauses, fit_to_speech
 from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights
 from voicestream.engine.words import WordPlanner
@@ -65,15 +70,17 @@ DEVICES = ("cpu", "cuda")
 class Piece:
     """One unit of synthesis: at most 510 phonemes, rendered by a single model run.
 
-    ``first`` and ``last`` say where the piece sits in its request, so that silence is
-    trimmed only where two pieces meet and a natural pause is put back there.
+    ``first`` and ``last`` say where the piece sits in its request; the model's padding is
+    cut to ``silence_before_s`` before its first sound and ``silence_after_s`` after its
+    last (`voicestream.engine.silence`).
     """
 
     text: str
     phonemes: str
     first: bool
     last: bool
-    pause_before_s: float = 0.0
+    silence_before_s: float = 0.0
+    silence_after_s: float = 0.0
     ends_sentence: bool = True
     words: PieceWords | None = None
 
@@ -166,9 +173,11 @@ class KokoroEngine:
         device: str = "cpu",
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
         max_threads: int | None = None,
+        pauses: Pauses = DEFAULT_PAUSES,
     ) -> None:
         providers = _providers(device)
         self.files = files
+        self.pauses = pauses
         self.max_text_chars = max_text_chars
         graph = load_graph(files.model_path)
         self._durations_output = graph.durations
@@ -194,9 +203,10 @@ class KokoroEngine:
         variant: str = "int8",
         progress: Progress | None = None,
         warm_up: bool = True,
+        pauses: Pauses = DEFAULT_PAUSES,
     ) -> KokoroEngine:
         """Resolve the weights, build the session and (by default) warm it up once."""
-        engine = cls(resolve_weights(model_dir, variant, progress), device=device)
+        engine = cls(resolve_weights(model_dir, variant, progress), device=device, pauses=pauses)
         if warm_up:
             engine.synthesize("Warm up.", DEFAULT_VOICE if DEFAULT_VOICE in engine.voices else engine.voices[0])
         return engine
@@ -248,9 +258,10 @@ class KokoroEngine:
         Markup, emoji and symbols are rewritten for speech first (the text layer's
         normalizer, with ``language``'s rules). Laziness matters: phonemizing a long block
         up front would delay its first audio. With `cut_first_clause` the first sentence
-        ends its first piece at a clause mark (`split_first_clause`): for a listener who
-        hears nothing yet; one whose audio is playing gains nothing from the extra cut.
-        With `words`, each piece also knows which written word of ``text`` each of its
+        ends its first piece at a clause mark (`split_first_clause`), or, in an English
+        sentence without one, before a break word (`split_before_break_word`; not with
+        `words`, whose phonemes must be the sentence's): for a listener who hears nothing
+        yet; one whose audio is playing gains nothing from the extra cut. With `words`, each piece also knows which written word of ``text`` each of its
         phonemes speaks, so that `render_timed` can time them.
         """
         sentences = split_sentences(normalize_for_speech(text, language))
@@ -260,6 +271,9 @@ class KokoroEngine:
             batches = split_phonemes(phonemes)
             if cut_first_clause and s_index == 0 and batches:  # first audio waits for this piece only
                 batches = [*split_first_clause(batches[0]), *batches[1:]]
+                if planner is None and len(batches) == 1 and language.startswith("en"):
+                    if len(halves := split_before_break_word(sentence)) > 1:
+                        batches = [self._phonemizer.phonemize(half, language) for half in halves]
             sentence_words = planner.sentence(s_index, sentence, phonemes) if planner else None
             cursor = 0
             for b_index, batch in enumerate(batches):
@@ -267,18 +281,31 @@ class KokoroEngine:
                 if sentence_words is not None:
                     piece_words, cursor = sentence_words.for_batch(phonemes, batch, cursor)
                 first = s_index == 0 and b_index == 0
+                last = s_index == len(sentences) - 1 and b_index == len(batches) - 1
                 yield Piece(
                     text=sentence,
                     phonemes=batch,
                     first=first,
-                    last=s_index == len(sentences) - 1 and b_index == len(batches) - 1,
+                    last=last,
                     ends_sentence=b_index == len(batches) - 1,
-                    pause_before_s=0.0 if first else PAUSE_AFTER_CLAUSE_S if b_index else PAUSE_AFTER_SENTENCE_S,
+                    silence_before_s=self.pauses.before(first, ends_sentence_before=b_index == 0),
+                    silence_after_s=self.pauses.after(last),
                     words=piece_words,
                 )
 
+    def model_inputs(self, piece: Piece, voice: str, speed: float) -> dict[str, np.ndarray] | None:
+        """The model's input feed for one piece (None when it has no speakable token)."""
+        tokens = self._phonemizer.tokenize(piece.phonemes)
+        if not tokens:
+            return None
+        return {
+            self._tokens_input: np.array([[0, *tokens, 0]], dtype=np.int64),
+            "style": self._voices.style(voice, len(tokens)),
+            "speed": np.array([speed], dtype=self._speed_dtype),
+        }
+
     def render(self, piece: Piece, voice: str, speed: float, threads: int = 1) -> np.ndarray:
-        """Run the model on one piece (blocking); silence trimmed where pieces meet.
+        """Run the model on one piece (blocking); its silences cut or padded to the piece's.
 
         `threads` above one runs the piece on the many-threaded session (on the CPU)."""
         return self.render_timed(piece, voice, speed, threads).audio
@@ -286,27 +313,19 @@ class KokoroEngine:
     def render_timed(self, piece: Piece, voice: str, speed: float, threads: int = 1) -> RenderedPiece:
         """`render`, with the piece's words timed from the start of the audio returned
         (a piece planned without words, or a model without durations, gives none)."""
-        tokens = self._phonemizer.tokenize(piece.phonemes)
-        if not tokens:
+        feed = self.model_inputs(piece, voice, speed)
+        if feed is None:
             return RenderedPiece(np.zeros(0, dtype=np.float32), [])
-        style = self._voices.style(voice, len(tokens))
-        feed = {
-            self._tokens_input: np.array([[0, *tokens, 0]], dtype=np.int64),
-            "style": style,
-            "speed": np.array([speed], dtype=self._speed_dtype),
-        }
         session = self._sessions[self.max_threads if threads > 1 else 1]
         outputs = session.run(self._outputs, feed, _shrinking_run_options())
         audio = np.asarray(outputs[0], dtype=np.float32).ravel()
-        start, end = speech_bounds(audio, self.sample_rate, head=not piece.first, tail=not piece.last)
-        pause = int(piece.pause_before_s * self.sample_rate)
-        audio = audio[start:end]
-        if pause:
-            audio = np.concatenate([np.zeros(pause, np.float32), audio])
+        audio, trim = fit_to_speech(audio, self.sample_rate, piece.silence_before_s, piece.silence_after_s)
         if piece.words is None or len(outputs) < 2:
             return RenderedPiece(audio, [])
         timed = time_words(piece.words, piece.phonemes, np.asarray(outputs[1]).ravel())
-        return RenderedPiece(audio, shift_words(timed, start, pause, audio.size, self.sample_rate))
+        return RenderedPiece(
+            audio, shift_words(timed, trim.head_removed, trim.head_padded, audio.size, self.sample_rate)
+        )
 
     def stream(
         self,

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from functools import cached_property
 
 from voicestream.protocol import DEFAULT_LANGUAGE, LANGUAGES
+from voicestream.text.schedule import BREAK_WORDS
 
 MAX_PHONEMES = 510
 """Kokoro's context: 512 tokens less the two padding tokens."""
@@ -217,6 +218,24 @@ def split_first_clause(phonemes: str, min_len: int = FIRST_CLAUSE_MIN_PHONEMES) 
         if len(head) >= min_len and len(tail) <= 2 * len(head):
             return [head, tail]
     return [phonemes]
+
+
+FIRST_BREAK_MIN_WORDS = 5
+"""A comma-less first sentence is cut before a break word only where both sides keep this many words."""
+
+
+def split_before_break_word(sentence: str, min_words: int = FIRST_BREAK_MIN_WORDS) -> list[str]:
+    """Cut an English sentence that has no usable clause mark before its first break word
+    (latency mode's: "... start talking | before it has finished thinking.") that leaves
+    `min_words` on each side and at most twice as many after it as before (the rest must
+    render while the head plays); unchanged when there is none."""
+    words = sentence.split()
+    for index in range(min_words, len(words) - min_words + 1):
+        if len(words) - index > 2 * index:
+            continue
+        if words[index].lower().strip("\"'(“‘") in BREAK_WORDS:
+            return [" ".join(words[:index]), " ".join(words[index:])]
+    return [sentence]
 
 
 def _pack(atoms: list[str], limit: int, joiner: str = " ") -> list[str]:

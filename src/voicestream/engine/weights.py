@@ -108,7 +108,11 @@ def bundle_model_sha256() -> str | None:
 
 
 def _find_model_file(directory: Path, variant: str) -> Path | None:
-    candidates = [directory / MODEL_FILE, directory / HUB_MODEL_FILES[variant], directory / Path(HUB_MODEL_FILES[variant]).name]
+    """The variant's own file first (the Hub's names), then ``model.onnx``, then any model.
+
+    A folder holding only ``model.onnx`` answers every variant with that file; callers that
+    must know the precision check the graph (``voicestream bench gpu`` does)."""
+    candidates = [directory / HUB_MODEL_FILES[variant], directory / Path(HUB_MODEL_FILES[variant]).name, directory / MODEL_FILE]
     candidates += sorted(directory.glob("*.onnx"))
     return next((p for p in candidates if p.is_file()), None)
 

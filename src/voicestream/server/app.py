@@ -129,7 +129,7 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
     async def load() -> None:
         try:
             loaded = engine or await asyncio.to_thread(
-                KokoroEngine.load, settings.model_dir, settings.device, settings.variant
+                KokoroEngine.load, settings.model_dir, settings.device, settings.variant, pauses=settings.pauses
             )
         except Exception as error:
             state.failure = str(error)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from voicestream.engine.silence import DEFAULT_PAUSES, Pauses
+
 DEFAULT_HOST = "127.0.0.1"
 """Outside a container the server is reachable from this machine only; the container
 entrypoint passes 0.0.0.0 explicitly."""
@@ -17,6 +19,10 @@ class ServerSettings:
     device: str = "cpu"
     model_dir: Path | None = None
     variant: str = "int8"
+    pauses: Pauses = DEFAULT_PAUSES
+    """The silence before a request's first sound and between sentences (``--leading-silence-ms``,
+    ``--sentence-pause-ms``); the model's own padding is cut to these. They reach the engine
+    this server loads; a server given a loaded engine (tests, benches) keeps that engine's."""
     max_sessions: int = 64
     """Open WebSocket sessions beyond this are answered ``busy`` and closed."""
     max_queue: int = 256

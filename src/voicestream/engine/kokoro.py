@@ -271,9 +271,9 @@ class KokoroEngine:
             batches = split_phonemes(phonemes)
             if cut_first_clause and s_index == 0 and batches:  # first audio waits for this piece only
                 batches = [*split_first_clause(batches[0]), *batches[1:]]
-                if planner is None and len(batches) == 1 and language.startswith("en"):
-                    if len(halves := split_before_break_word(sentence)) > 1:
-                        batches = [self._phonemizer.phonemize(half, language) for half in halves]
+                halves = split_before_break_word(sentence) if planner is None and len(batches) == 1 else []
+                if len(halves) > 1 and language.startswith("en"):
+                    batches = [self._phonemizer.phonemize(half, language) for half in halves]
             sentence_words = planner.sentence(s_index, sentence, phonemes) if planner else None
             cursor = 0
             for b_index, batch in enumerate(batches):

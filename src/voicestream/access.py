@@ -5,6 +5,7 @@ every HTTP request and WebSocket handshake must carry it, except the health chec
 static pages (which hold no secret and must load before a page can send the key):
 
 - ``Authorization: Bearer KEY`` (HTTP and the WebSocket handshake);
+- ``X-API-Key: KEY`` (what Cartesia's clients send: pipecat, LiveKit);
 - ``?key=KEY`` in the URL (what the browser pages use: a page opened as ``/?key=KEY`` passes
   its own key on);
 - the WebSocket subprotocol ``voicestream.key.KEY`` (browsers cannot set headers on a
@@ -34,12 +35,14 @@ OPEN_PREFIXES = ("/web/", "/static/")
 
 
 def presented_key(scope: Scope) -> str | None:
-    """The key a request carries, in any of the three accepted forms."""
+    """The key a request carries, in any of the accepted forms."""
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
             if scheme.lower() == "bearer" and token.strip():
                 return token.strip()
+        if name == b"x-api-key" and value.strip():
+            return value.decode("latin-1").strip()
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     if query.get("key"):
         return query["key"][0]
@@ -102,5 +105,5 @@ def protect(app: Starlette, api_key: str | None, cors_origins: Sequence[str]) ->
             CORSMiddleware,
             allow_origins=list(cors_origins),
             allow_methods=["GET", "POST", "OPTIONS"],
-            allow_headers=["Authorization", "Content-Type", "Accept"],
+            allow_headers=["Authorization", "Content-Type", "Accept", "X-API-Key", "Cartesia-Version"],
         )

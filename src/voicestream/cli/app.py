@@ -190,6 +190,10 @@ def serve(
     cors_origin: CorsOrigins = None,
     log_level: LogLevel = "info",
     log_json: LogJson = False,
+    wyoming_port: Annotated[
+        int | None,
+        typer.Option("--wyoming-port", help="Also serve the Wyoming protocol (Home Assistant) on this port, e.g. 10200."),
+    ] = None,
     sequential: Annotated[
         bool,
         typer.Option("--sequential", help="Answer a session's messages strictly one after another (the reference "
@@ -206,6 +210,6 @@ def serve(
         host=host, port=port, device=device, model_dir=model_dir, variant=variant, max_sessions=max_sessions,
         max_queue=max_queue, max_session_requests=max_session_requests, max_body_bytes=max_body_bytes,
         idle_timeout_s=idle_timeout, stale_after_s=stale_after, grace_s=grace_s, api_key=api_key or None,
-        cors_origins=tuple(cors_origin or ()), pipelined=not sequential,
+        cors_origins=tuple(cors_origin or ()), pipelined=not sequential, wyoming_port=wyoming_port,
     )
     run_server(settings, log_level=log_level)

@@ -38,6 +38,8 @@ class ServerSettings:
     """When set, every route but ``/ping`` needs it (see ``voicestream.access``)."""
     cors_origins: tuple[str, ...] = ()
     """Browser origins allowed to call the server from another site; none by default."""
+    wyoming_port: int | None = None
+    """Also serve the Wyoming protocol (Home Assistant) on this TCP port, same host."""
     pipelined: bool = True
     """Accept a session's next message while earlier ones are still synthesizing and sending.
 

@@ -149,9 +149,10 @@ class StreamedSpeech:
         self._changed.set()
 
     def cancel(self) -> bool:
-        """Drop everything not yet sent; returns whether anything was left to render or send."""
+        """Drop everything not yet sent; returns whether the utterance was unfinished (more
+        text could still come, or audio was left to render or send)."""
         current = self._current is not None and not self._current.finished
-        had_work = current or self._buffered > 0 or any(isinstance(item, _Chunk) for item in self._items)
+        had_work = not self.ended or current or any(isinstance(item, _Chunk) for item in self._items)
         self.ended = self.cancelled = True
         self.flush()
         if self._current is not None:

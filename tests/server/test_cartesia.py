@@ -13,7 +13,6 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-
 pytestmark = pytest.mark.timeout(300)
 
 VOICE = "af_heart"

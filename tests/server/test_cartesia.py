@@ -86,9 +86,10 @@ async def test_pipecat_speaks_two_turns_and_an_interruption_cancels_the_context(
         LLMTextFrame,
     )
     from pipecat.pipeline.pipeline import Pipeline
-    from pipecat.pipeline.runner import PipelineRunner
-    from pipecat.pipeline.task import PipelineParams, PipelineTask
+    from pipecat.pipeline.task import PipelineParams
+    from pipecat.pipeline.worker import PipelineWorker
     from pipecat.services.cartesia.tts import CartesiaTTSService
+    from pipecat.workers.runner import WorkerRunner
 
     base_url = make_speech_server()
     tts = CartesiaTTSService(
@@ -97,8 +98,10 @@ async def test_pipecat_speaks_two_turns_and_an_interruption_cancels_the_context(
         stop_frame_timeout_s=60,  # pipecat ends a context silent for 3 s; a busy CI core can be slower
     )
     turns = _Turns()
-    task = PipelineTask(Pipeline([tts, _pipecat_sink(turns)]), params=PipelineParams(audio_out_sample_rate=24000))
-    runner = asyncio.create_task(PipelineRunner(handle_sigint=False).run(task))
+    task = PipelineWorker(Pipeline([tts, _pipecat_sink(turns)]), params=PipelineParams(audio_out_sample_rate=24000))
+    pipecat_runner = WorkerRunner(handle_sigint=False)
+    await pipecat_runner.add_workers(task)
+    runner = asyncio.create_task(pipecat_runner.run())
 
     async def answer(*tokens: str, end: bool = True) -> None:
         await task.queue_frames([LLMFullResponseStartFrame(), *(LLMTextFrame(t) for t in tokens)])

@@ -279,3 +279,15 @@ async def test_an_api_key_is_checked_from_x_api_key(make_speech_server: Callable
         await ws.send(_message("k", "Keyed."))
         _, audio = await _until_done(ws, "k")
     assert audio
+
+
+async def test_an_idle_socket_is_closed_once_its_audio_is_out(make_speech_server: Callable[..., str]) -> None:
+    from websockets.exceptions import ConnectionClosedOK
+
+    base_url = make_speech_server(idle_timeout_s=1.0)
+    async with connect(ws_url(base_url), max_size=None) as ws:
+        await ws.send(_message("i", "A sentence that takes longer than a second to say."))
+        _, audio = await _until_done(ws, "i")
+        with pytest.raises(ConnectionClosedOK):
+            await asyncio.wait_for(ws.recv(), 30)
+    assert len(audio) / 48000 > 1.0

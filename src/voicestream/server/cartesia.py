@@ -256,8 +256,12 @@ class CartesiaSocket:
         return not self.contexts and self._outbox.empty()
 
     def go_away(self) -> None:
+        """Close with 1001 now (the server is shutting down)."""
+        self._close_at_once(1001)
+
+    def _close_at_once(self, code: int) -> None:
         if not self._close_now.done():
-            self._close_now.set_result(1001)
+            self._close_now.set_result(code)
 
     async def emit(self, answer: dict[str, Any]) -> None:
         """Queue an answer; wait while the socket is behind (the client does not read)."""
@@ -271,8 +275,7 @@ class CartesiaSocket:
         self.service.metrics.errors.labels(code=str(code)).inc()
         if self._pending_errors >= MAX_PENDING_ERRORS:
             log.warning("closing a Cartesia socket with %d unread errors (1008)", self._pending_errors)
-            if not self._close_now.done():
-                self._close_now.set_result(1008)
+            self._close_at_once(1008)
             return
         self._pending_errors += 1
         self._outbox.put_nowait(_error(code, message, context_id))
@@ -303,18 +306,17 @@ class CartesiaSocket:
         idle_timeout_s = self.service.settings.idle_timeout_s
         while True:
             try:
-                async with asyncio.timeout(idle_timeout_s if self.idle else None):
+                async with asyncio.timeout(idle_timeout_s):
                     message = await self.websocket.receive()
             except TimeoutError:
-                self.go_away_idle()
+                if not self.idle:
+                    continue  # quiet, but audio is still going out
+                self._close_at_once(1000)
                 return
             if message["type"] == "websocket.disconnect":
                 raise WebSocketDisconnect(message.get("code", 1000))
             self.handle(message.get("text") if message.get("text") is not None else message.get("bytes") or b"")
 
-    def go_away_idle(self) -> None:
-        if not self._close_now.done():
-            self._close_now.set_result(1000)
 
     async def _send_loop(self) -> None:
         while True:

@@ -108,16 +108,12 @@ class CartesiaRequest:
     flush: bool
 
 
-def _problem(code: ErrorCode, message: str, context_id: str | None = None) -> ProtocolError:
-    return ProtocolError(code, message, context_id)
-
-
 def _field[T](message: Mapping[str, Any], name: str, kind: type[T], default: T, context_id: str | None) -> T:
     value = message.get(name)
     if value is None:
         return default
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise _problem(ErrorCode.INVALID_MESSAGE, f"{name} must be a {kind.__name__}", context_id)
+        raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"{name} must be a {kind.__name__}", context_id)
     return value
 
 
@@ -129,11 +125,11 @@ def _voice(message: Mapping[str, Any], context_id: str | None) -> Voice:
     voice = _object(message, "voice", context_id)
     mode = voice.get("mode", "id")
     if mode != "id" or not isinstance(voice.get("id", DEFAULT_VOICE), str):
-        raise _problem(ErrorCode.UNKNOWN_VOICE, 'voice must be {"mode": "id", "id": a Kokoro voice or blend}', context_id)
+        raise ProtocolError(ErrorCode.UNKNOWN_VOICE, 'voice must be {"mode": "id", "id": a Kokoro voice or blend}', context_id)
     name = voice.get("id") or DEFAULT_VOICE
     speed = _object(message, "generation_config", context_id).get("speed", 1.0)
     if isinstance(speed, bool) or not isinstance(speed, (int, float)):
-        raise _problem(ErrorCode.INVALID_SPEED, "generation_config.speed must be a number", context_id)
+        raise ProtocolError(ErrorCode.INVALID_SPEED, "generation_config.speed must be a number", context_id)
     language = _field(message, "language", str, "", context_id) or None
     if language is not None and language.split("-")[0].lower() == voice_language(name).split("-")[0]:
         language = None  # "en" with a British voice keeps the voice's own English
@@ -144,18 +140,18 @@ def _output(message: Mapping[str, Any], containers: tuple[str, ...], context_id:
     fmt = _object(message, "output_format", context_id)
     container = fmt.get("container", "raw")
     if container not in containers:
-        raise _problem(ErrorCode.UNSUPPORTED_FORMAT, f"output_format.container must be {' or '.join(containers)}", context_id)
+        raise ProtocolError(ErrorCode.UNSUPPORTED_FORMAT, f"output_format.container must be {' or '.join(containers)}", context_id)
     encoding = fmt.get("encoding", "pcm_s16le")
-    if container == "raw" and encoding not in ENCODINGS or container == "wav" and encoding != "pcm_s16le":
+    if (container == "raw" and encoding not in ENCODINGS) or (container == "wav" and encoding != "pcm_s16le"):
         allowed = ", ".join(ENCODINGS) if container == "raw" else "pcm_s16le"
-        raise _problem(ErrorCode.UNSUPPORTED_FORMAT, f"output_format.encoding must be {allowed}", context_id)
+        raise ProtocolError(ErrorCode.UNSUPPORTED_FORMAT, f"output_format.encoding must be {allowed}", context_id)
     rate = fmt.get("sample_rate", ENGINE_SAMPLE_RATE)
     if isinstance(rate, bool) or rate not in SUPPORTED_SAMPLE_RATES:
         rates = ", ".join(map(str, SUPPORTED_SAMPLE_RATES))
-        raise _problem(ErrorCode.UNSUPPORTED_SAMPLE_RATE, f"output_format.sample_rate must be {rates} (Hz)", context_id)
+        raise ProtocolError(ErrorCode.UNSUPPORTED_SAMPLE_RATE, f"output_format.sample_rate must be {rates} (Hz)", context_id)
     bit_rate = fmt.get("bit_rate") if container == "mp3" else None
     if bit_rate is not None and (isinstance(bit_rate, bool) or not isinstance(bit_rate, int) or bit_rate <= 0):
-        raise _problem(ErrorCode.UNSUPPORTED_FORMAT, "output_format.bit_rate must be a positive number of bits per second", context_id)
+        raise ProtocolError(ErrorCode.UNSUPPORTED_FORMAT, "output_format.bit_rate must be a positive number of bits per second", context_id)
     return OutputFormat(container, encoding, rate, bit_rate)
 
 
@@ -165,7 +161,7 @@ def parse_request(message: Mapping[str, Any], containers: tuple[str, ...] = ("ra
     context_id = context_id if isinstance(context_id, str) and context_id else None
     delay = _field(message, "max_buffer_delay_ms", int, DEFAULT_BUFFER_DELAY_MS, context_id)
     if not 0 <= delay <= MAX_BUFFER_DELAY_MS:
-        raise _problem(ErrorCode.INVALID_MESSAGE, f"max_buffer_delay_ms must be 0 to {MAX_BUFFER_DELAY_MS}", context_id)
+        raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"max_buffer_delay_ms must be 0 to {MAX_BUFFER_DELAY_MS}", context_id)
     return CartesiaRequest(
         transcript=_field(message, "transcript", str, "", context_id),
         voice=_voice(message, context_id),
@@ -339,7 +335,7 @@ class CartesiaSocket:
                 return
             request = parse_request(message)
             if request.context_id is None:
-                raise _problem(ErrorCode.INVALID_MESSAGE, "context_id is required: a non-empty string")
+                raise ProtocolError(ErrorCode.INVALID_MESSAGE, "context_id is required: a non-empty string")
             context = self.contexts.get(request.context_id)
             if context is None:
                 context = self._open(request)
@@ -354,7 +350,7 @@ class CartesiaSocket:
         if len(self.contexts) >= limit:
             raise RequestRejected(ErrorCode.BUSY, f"This socket already has {limit} open contexts; finish one first.")
         if request.flush and not request.transcript.strip():
-            raise _problem(ErrorCode.INVALID_MESSAGE, f"no open context {request.context_id!r} to flush", request.context_id)
+            raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"no open context {request.context_id!r} to flush", request.context_id)
         voice = request.voice
         self.service.check("a", voice.voice, voice.speed, None, voice.language)
         context = _Context(self, request)
@@ -390,7 +386,7 @@ async def tts_bytes(request: Request) -> Response:
     try:
         body = parse_request(load_json_object(await read_body(request, service.settings.max_body_bytes)), CONTAINERS)
         if not body.transcript.strip():
-            raise _problem(ErrorCode.TEXT_REQUIRED, "transcript is required and must not be blank")
+            raise ProtocolError(ErrorCode.TEXT_REQUIRED, "transcript is required and must not be blank")
         voice = body.voice
         job = service.start(body.transcript, voice.voice, voice.speed, None, Listener(), "tts-bytes", ROUTE, voice.language)
     except (ProtocolError, RequestRejected) as error:

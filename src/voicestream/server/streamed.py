@@ -34,6 +34,10 @@ AHEAD = 2
 """Chunks queued with the scheduler beyond the one being sent."""
 
 
+def _visible(text: str) -> int:
+    return len(text) - sum(char.isspace() for char in text)
+
+
 @dataclass(frozen=True)
 class Voice:
     """How an utterance is read: the same for all of its chunks."""
@@ -78,7 +82,8 @@ class StreamedSpeech:
         self._current: SynthesisJob | None = None
         """The job whose audio is being handed out."""
         self._buffered = 0
-        """Characters fed and not yet handed out as chunks (an upper bound)."""
+        """Characters fed and not yet handed out as chunks, whitespace not counted (chunks keep
+        every other character, so this is exact)."""
         self._timer: asyncio.TimerHandle | None = None
         self._changed = asyncio.Event()
         self._count = 0
@@ -100,7 +105,7 @@ class StreamedSpeech:
         if self.ended:
             return
         chunks = self._chunker.feed(text)
-        self._buffered = max(0, self._buffered + len(text) - sum(len(chunk) for chunk in chunks))
+        self._buffered += _visible(text) - sum(_visible(chunk) for chunk in chunks)
         for chunk in chunks:
             self._items.append(_Chunk(chunk))
         if chunks and self._timer is not None:

@@ -259,11 +259,12 @@ async def test_bad_messages_each_get_their_error_and_the_socket_goes_on(speech_s
         for index in range(200):
             await ws.send(json.dumps({"context_id": f"storm-{index % 3}", "cancel": True}))
         await ws.send(_message("ok", "Still speaking after all that."))
+        await ws.send(_message("ok", "Too late: the context was ended."))
         answers, audio = await _until_done(ws, "ok")
     errors = [answer for answer in answers if answer["type"] == "error"]
-    assert len(errors) == len(bad), [error["error"] for error in errors]
+    assert len(errors) == len(bad) + 1, [error["error"] for error in errors]
     assert all(error["code"] and error["error"] and "done" not in error for error in errors)
-    assert {error["context_id"] for error in errors[-2:]} == {"never-opened", "huge"}
+    assert {error["context_id"] for error in errors[-3:]} == {"never-opened", "huge", "ok"}
     assert len(audio) > 24000
 
 

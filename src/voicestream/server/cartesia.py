@@ -339,6 +339,12 @@ class CartesiaSocket:
             context = self.contexts.get(request.context_id)
             if context is None:
                 context = self._open(request)
+            elif context.speech.ended:
+                raise ProtocolError(
+                    ErrorCode.INVALID_MESSAGE,
+                    f"context {request.context_id!r} was ended (continue: false); use a new context_id",
+                    request.context_id,
+                )
             context.take(request)
         except ProtocolError as error:
             self.reject(error.code, error.message, context_id)

@@ -12,6 +12,8 @@
 # Configure at run time (agent-infra sets these on the runtime):
 #   VOICESTREAM_SPEECH_URL=sagemaker://ENDPOINT_NAME   (or ws://host:8080 for a plain server)
 #   VOICESTREAM_LLM_MODEL=<Bedrock model id>            AWS_REGION=<region>
+# Any Host name is accepted (VOICESTREAM_ALLOWED_HOSTS=*): AgentCore reaches the container
+# by a name it cannot know; docker/compose.yaml narrows it to the local names.
 
 FROM --platform=linux/arm64 python:3.12-slim AS build
 RUN pip install --no-cache-dir uv==0.13.9
@@ -34,6 +36,7 @@ COPY --from=build --chown=agent:agent /app/.venv /app/.venv
 ENV PATH=/app/.venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     VOICESTREAM_LLM=bedrock \
+    VOICESTREAM_ALLOWED_HOSTS=* \
     HOST=0.0.0.0 \
     PORT=8080
 WORKDIR /app

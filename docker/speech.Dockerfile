@@ -109,7 +109,11 @@ if [ "${1:-serve}" = serve ]; then
 fi
 exec voicestream "$@"
 EOF
-ENV PATH=/opt/venv/bin:$PATH
+# Any Host name: SageMaker, a load balancer or compose reach the container by names it cannot
+# know (voicestream.access); docker/compose.yaml narrows it, as should any host a browser
+# on the same machine can reach.
+ENV PATH=/opt/venv/bin:$PATH \
+    VOICESTREAM_ALLOWED_HOSTS=*
 LABEL com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true
 EXPOSE 8080
 USER 10001:10001

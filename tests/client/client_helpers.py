@@ -88,15 +88,25 @@ class CuttableProxy:
 
 class WordStream:
     """Text fed word by word with a delay, like a model's token stream; remembers when each
-    word was handed out (`time.perf_counter()`)."""
+    word was handed out (`time.perf_counter()`).
 
-    def __init__(self, text: str, delay_s: float) -> None:
+    With `hold_at`, it stops before that word until `release` is set (within `hold_timeout_s`),
+    so a test can prove that audio came while the text was still unfinished, whatever the
+    machine's speed."""
+
+    def __init__(self, text: str, delay_s: float, hold_at: int | None = None, hold_timeout_s: float = 120) -> None:
         self.words = text.split(" ")
         self.delay_s = delay_s
         self.fed_at: list[float] = []
+        self.hold_at = hold_at
+        self.hold_timeout_s = hold_timeout_s
+        self.release = asyncio.Event()
 
     async def __aiter__(self) -> AsyncIterator[str]:
         for i, word in enumerate(self.words):
+            if i == self.hold_at:
+                async with asyncio.timeout(self.hold_timeout_s):
+                    await self.release.wait()
             self.fed_at.append(time.perf_counter())
             yield word if i == len(self.words) - 1 else word + " "
             await asyncio.sleep(self.delay_s)

@@ -53,8 +53,11 @@ async def _until_finished(session: SpeechSession, count: int) -> list[SpeechEven
 
 
 async def test_speak_streams_sentence_by_sentence_over_one_session(warm_server: str) -> None:
+    """The third sentence is held back until audio arrives: the first sentence must be heard
+    while the text is still being written (a deterministic condition, not a race)."""
     transport = RecordingTransport(warm_server)
-    text = WordStream(" ".join(SENTENCES), delay_s=0.06)
+    sentence_3_starts_at_word = len(" ".join(SENTENCES[:2]).split(" "))
+    text = WordStream(" ".join(SENTENCES), delay_s=0.02, hold_at=sentence_3_starts_at_word)
     first_audio_at: float | None = None
     events: list[SpeechEvent] = []
     async with await SpeechSession.connect(transport) as session:
@@ -63,15 +66,10 @@ async def test_speak_streams_sentence_by_sentence_over_one_session(warm_server: 
             if isinstance(event, AudioChunk) and first_audio_at is None:
                 first_audio_at = time.perf_counter()
                 assert event.index == 0
+                assert len(text.fed_at) == sentence_3_starts_at_word  # the third is not written yet
+                text.release.set()
     assert session.state is SessionState.CLOSED
-
-    sentence_3_starts_at_word = len(" ".join(SENTENCES[:2]).split(" "))
     assert first_audio_at is not None
-    sentence_3_fed_at = text.time_word_fed(sentence_3_starts_at_word)
-    assert first_audio_at < sentence_3_fed_at, (
-        "the first sentence must be heard while the third is not yet written: first audio "
-        f"{first_audio_at - text.fed_at[0]:.2f} s, sentence 3 {sentence_3_fed_at - text.fed_at[0]:.2f} s"
-    )
     started = [e for e in events if isinstance(e, SpeechStarted)]
     assert [(e.index, e.text) for e in started] == list(enumerate(SENTENCES))
     completed = [e for e in events if isinstance(e, SpeechCompleted)]
@@ -244,18 +242,20 @@ def test_sync_session_speaks_a_list_of_fragments(warm_server: str) -> None:
 
 def test_sync_session_reads_a_blocking_source_without_stalling_audio(warm_server: str) -> None:
     """A synchronous source that blocks (a model thinking) is read in a worker thread, so
-    the first sentence is heard while the source is still blocked."""
-    unblocked_at: list[float] = []
+    the first sentence is heard while the source is still blocked: the source waits until
+    that audio has arrived (bounded), which could never happen if reading it stalled the loop."""
+    import threading
+
+    heard = threading.Event()
+    unblocked_by_audio: list[bool] = []
 
     def thinking_model() -> Iterator[str]:
         yield from ["Hello ", "there. ", "Then "]
-        time.sleep(2.0)
-        unblocked_at.append(time.perf_counter())
+        unblocked_by_audio.append(heard.wait(timeout=120))
         yield "bye."
 
-    first_audio_at = None
     with SyncSpeechSession.connect(warm_server) as session:
         for event in session.speak(thinking_model()):
-            if isinstance(event, AudioChunk) and first_audio_at is None:
-                first_audio_at = time.perf_counter()
-    assert first_audio_at is not None and first_audio_at < unblocked_at[0]
+            if isinstance(event, AudioChunk):
+                heard.set()
+    assert unblocked_by_audio == [True]

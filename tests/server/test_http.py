@@ -7,6 +7,7 @@ import time
 
 import httpx
 import pytest
+from tests.server.wire import JSON_TYPE
 
 from voicestream.audio import SUPPORTED_FORMATS, decode_audio
 from voicestream.protocol import SSEDecoder
@@ -87,7 +88,6 @@ def test_invocations_server_sent_events(speech_server: str) -> None:
     ({"text": "hi", "voice": "nobody"}, 400, "unknown_voice"),
     ({"text": "hi", "format": "ogg"}, 400, "unsupported_format"),
     ({"text": "hi", "speed": 3}, 400, "invalid_speed"),
-    ({"text": "hi", "request_timestamp": time.time() - 3600}, 408, "request_stale"),
     ({"text": "x" * 30_000}, 413, "text_too_long"),
 ])
 def test_invocations_errors_are_typed(speech_server: str, body: dict, status: int, code: str) -> None:
@@ -96,8 +96,31 @@ def test_invocations_errors_are_typed(speech_server: str, body: dict, status: in
     assert response.json()["error"]["code"] == code
 
 
+def test_a_request_that_waits_past_stale_after_is_408(make_speech_server) -> None:
+    url = make_speech_server(stale_after_s=0.0)
+    response = httpx.post(f"{url}/invocations", json={"text": "hi", "stream": False}, timeout=30)
+    assert response.status_code == 408
+    assert response.json()["error"]["code"] == "request_stale"
+
+
+def test_nothing_speakable_is_a_valid_empty_wav(speech_server: str) -> None:
+    """Text the normalizer reads as nothing ("-" repeated) gets a valid WAV with no frames,
+    streamed or whole, never an empty body."""
+    import io
+    import wave
+
+    for stream in (False, True):
+        response = httpx.post(f"{speech_server}/invocations", json={"text": "-" * 2000, "stream": stream}, timeout=60)
+        assert response.status_code == 200
+        if stream:  # an open-ended header: sizes unknown while streaming
+            assert response.content[:4] == b"RIFF" and len(response.content) == 44
+        else:
+            with wave.open(io.BytesIO(response.content)) as wav:
+                assert wav.getnframes() == 0 and wav.getframerate() == 24000
+
+
 def test_invocations_invalid_json(speech_server: str) -> None:
-    response = httpx.post(f"{speech_server}/invocations", content=b"{oops", timeout=30)
+    response = httpx.post(f"{speech_server}/invocations", content=b"{oops", headers=JSON_TYPE, timeout=30)
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_json"
 
 

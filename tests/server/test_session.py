@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 from tests.server.wire import WirePeer
@@ -85,8 +86,23 @@ BAD_MESSAGES = [
     ("unsupported_format", json.dumps({"text": "hi", "format": "wma", "request_id": "t"})),
     ("unsupported_sample_rate", json.dumps({"text": "hi", "sample_rate": 11025, "request_id": "t"})),
     ("invalid_speed", json.dumps({"text": "hi", "speed": 9, "request_id": "t"})),
-    ("request_stale", json.dumps({"text": "hi", "request_timestamp": 1_000_000_000, "request_id": "t"})),
 ]
+
+
+async def test_a_request_is_stale_by_the_servers_clock_not_the_clients(make_speech_server) -> None:
+    """A client clock an hour off changes nothing; a request that waits past
+    ``stale_after_s`` here (zero: any wait) is answered ``request_stale`` and the session goes on."""
+    peer = await WirePeer.open(make_speech_server())
+    await peer.send({"text": "My clock is an hour slow.", "request_timestamp": time.time() - 3600, "request_id": "c"})
+    assert (await peer.answer()).kinds == ["synthesis_start", "synthesis_complete"]
+    await peer.close()
+    peer = await WirePeer.open(make_speech_server(stale_after_s=0.0))
+    for rid in ("s1", "s2"):
+        await peer.send({"text": "Hi.", "request_id": rid})
+        answer = await peer.answer()
+        assert answer.last["type"] == "error" and answer.last["code"] == "request_stale"
+        assert answer.audio_frames == 0
+    await peer.close()
 
 
 @pytest.mark.parametrize(("code", "payload"), BAD_MESSAGES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(BAD_MESSAGES)])

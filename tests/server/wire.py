@@ -11,6 +11,8 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 
 WS_PATH = "/invocations-bidirectional-stream"
+JSON_TYPE = {"Content-Type": "application/json"}
+"""For a raw body (`content=`): the server reads only JSON-typed bodies (voicestream.access)."""
 
 
 def ws_url(base: str) -> str:
@@ -80,12 +82,16 @@ class WirePeer:
 
 
 async def metric(base_url: str, name: str) -> float:
-    """One unlabelled value of the server's /metrics."""
+    """One value of the server's /metrics: ``name`` with its labels, as the server writes
+    them (``voicestream_errors_total{code="busy"}``); a labelled series not counted yet is 0."""
     import httpx
 
     async with httpx.AsyncClient() as client:
         text = (await client.get(f"{base_url}/metrics")).text
-    return float(next(line for line in text.splitlines() if line.startswith(name + " ")).split()[1])
+    values = [line.split()[-1] for line in text.splitlines() if line.startswith(name + " ")]
+    if not values and "{" in name:
+        return 0.0
+    return float(values[0])
 
 
 async def open_non_reader(base_url: str) -> ClientConnection:

@@ -45,7 +45,7 @@ def test_apps_serve_their_page_and_its_modules(request, base, title):
     ("speech_url", "expected"),
     [
         ("ws://127.0.0.1:8080/invocations-bidirectional-stream", "http://127.0.0.1:8080/voices"),
-        ("wss://speech.example/invocations-bidirectional-stream?key=k1", "https://speech.example/voices?key=k1"),
+        ("wss://speech.example/invocations-bidirectional-stream?x=1", "https://speech.example/voices"),
         ("http://127.0.0.1:9000", "http://127.0.0.1:9000/voices"),
         ("sagemaker://kokoro-82m", None),
     ],

@@ -36,7 +36,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 from strands.models import Model
 
-from voicestream.access import protect
+from voicestream.access import AccessPolicy, parse_names, protect
 from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
 from voicestream.agent.local_llm import DEFAULT_LOCAL_THREADS
 from voicestream.agent.runtime import (
@@ -83,7 +83,9 @@ class AgentSettings:
     `first_clause_words` sets bidi's short first chunk (latency mode), None (0 in the
     environment) turns it off; `chunk_sentences` how many sentences each later chunk holds
     (see `ChunkSchedule`); `asr_model` is the Whisper model of voice input, a directory or
-    Hugging Face id (None: `speech_input.default_asr_model`).
+    Hugging Face id (None: `speech_input.default_asr_model`). `api_key`, `cors_origins` and
+    `allowed_hosts` are the agent's own access policy (`voicestream.access`);
+    `speech_api_key` is the key the agent sends to the speech server (as a header).
     """
 
     speech_url: str = DEFAULT_SPEECH_URL
@@ -98,6 +100,8 @@ class AgentSettings:
     limits: AnswerLimits = field(default_factory=AnswerLimits)
     api_key: str | None = None
     cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+    speech_api_key: str | None = None
     asr_model: str | None = None
 
     def __post_init__(self) -> None:
@@ -114,7 +118,8 @@ class AgentSettings:
         VOICESTREAM_LLM_THREADS, VOICESTREAM_FIRST_CLAUSE_WORDS, VOICESTREAM_CHUNK_SCHEDULE
         (sentences per later chunk, such as "1,2"), AWS_REGION (or AWS_DEFAULT_REGION), the
         limits' variables (see `AnswerLimits.from_env`), VOICESTREAM_API_KEY,
-        VOICESTREAM_CORS_ORIGINS (comma-separated) and VOICESTREAM_ASR_MODEL; `overrides`
+        VOICESTREAM_CORS_ORIGINS and VOICESTREAM_ALLOWED_HOSTS (comma-separated),
+        VOICESTREAM_SPEECH_API_KEY and VOICESTREAM_ASR_MODEL; `overrides`
         that are not None win (CLI options; 0 first clause words turns latency mode off there
         too)."""
         env = os.environ if environ is None else environ
@@ -140,7 +145,9 @@ class AgentSettings:
             ),
             limits=AnswerLimits.from_env(env),
             api_key=env.get("VOICESTREAM_API_KEY") or None,
-            cors_origins=tuple(o.strip() for o in env.get("VOICESTREAM_CORS_ORIGINS", "").split(",") if o.strip()),
+            cors_origins=parse_names([env.get("VOICESTREAM_CORS_ORIGINS", "")]),
+            allowed_hosts=parse_names([env.get("VOICESTREAM_ALLOWED_HOSTS", "")]),
+            speech_api_key=env.get("VOICESTREAM_SPEECH_API_KEY") or None,
             asr_model=env.get("VOICESTREAM_ASR_MODEL") or None,
         )
         chosen = {k: v for k, v in overrides.items() if v is not None}
@@ -254,6 +261,7 @@ class AgentService:
                 request,
                 self.llm,
                 self.settings.speech_url,
+                speech_api_key=self.settings.speech_api_key,
                 request_id=request_id,
                 schedule=self.settings.schedule,
                 limits=limits,
@@ -350,8 +358,10 @@ def create_app(
 
     app = BedrockAgentCoreApp(lifespan=lifespan)
     app.state.service = service
-    app.router.routes.extend([*page_routes(AGENT_PAGE), voices_route(settings.speech_url)])
-    protect(app, settings.api_key, settings.cors_origins)
+    app.router.routes.extend(
+        [*page_routes(AGENT_PAGE), voices_route(settings.speech_url, settings.speech_api_key)]
+    )
+    protect(app, AccessPolicy(settings.api_key, settings.cors_origins, settings.allowed_hosts))
     app.add_middleware(DrainingPing, service=service)
 
     @app.entrypoint

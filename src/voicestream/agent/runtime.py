@@ -168,14 +168,18 @@ class _Answer:
         )
 
 
-def speech_transport(target: str) -> Transport:
+def speech_transport(target: str, api_key: str | None = None) -> Transport:
     """The transport to the speech server named by `target`.
 
     `ws://`, `wss://`, `http://` or `https://` reach the server's WebSocket session route
-    (a base URL is enough); `sagemaker://ENDPOINT_NAME` (optionally `?region=us-east-1`)
-    reaches a SageMaker endpoint's bidirectional stream, which needs the `aws` extra.
+    (a base URL is enough), sending `api_key` as a Bearer header when given; a `?key=` in
+    the URL is refused (the server no longer reads keys from URLs). `sagemaker://ENDPOINT_NAME`
+    (optionally `?region=us-east-1`) reaches a SageMaker endpoint's bidirectional stream
+    (IAM, no key), which needs the `aws` extra.
     """
     parts = urlsplit(target)
+    if "key" in parse_qs(parts.query):
+        raise ValueError("a key in the speech server's URL is not accepted: give it as the speech API key")
     if parts.scheme == "sagemaker":
         from voicestream.client import SageMakerTransport
 
@@ -183,13 +187,15 @@ def speech_transport(target: str) -> Transport:
             raise ValueError(f"no endpoint name in {target!r}: use sagemaker://ENDPOINT_NAME")
         region = parse_qs(parts.query).get("region", [None])[0]
         return SageMakerTransport(parts.netloc, region)
-    return WebSocketTransport(target)
+    return WebSocketTransport(target, api_key=api_key)
 
 
-async def connect_speech(speech_url: str, request: AgentRequest) -> SpeechSession:
+async def connect_speech(
+    speech_url: str, request: AgentRequest, api_key: str | None = None
+) -> SpeechSession:
     """A persistent speech session with the request's voice and speed, pcm16 at 24 kHz."""
     try:
-        transport = speech_transport(speech_url)
+        transport = speech_transport(speech_url, api_key)
     except ValueError as error:
         raise ConnectionLostError(f"no speech server at {speech_url!r}: {error}") from error
     return await SpeechSession.connect(
@@ -207,6 +213,7 @@ async def run(
     llm: Model | Agent,
     speech_url: str,
     *,
+    speech_api_key: str | None = None,
     request_id: str | None = None,
     schedule: ChunkSchedule = DEFAULT_SCHEDULE,
     limits: AnswerLimits | None = None,
@@ -214,7 +221,7 @@ async def run(
     """Answer `request`, yielding PROTOCOL.md section 2 events as JSON-ready dicts.
 
     `llm` is a Strands model or agent (see `stream_text`); `speech_url` names the speech
-    server (see `speech_transport`). The first event is `agent_start`, the last `agent_end`.
+    server and `speech_api_key` is its key, if it has one (see `speech_transport`). The first event is `agent_start`, the last `agent_end`.
     `agent_end` carries two extension fields for the benchmark: `first_sentence_ms` (when
     the first speech request was sent: in `bidi` the first sentence, in the batch modes the
     whole answer) and `first_sentence_synthesis_s` (the speech server's `elapsed_s` for it).
@@ -228,7 +235,9 @@ async def run(
     limits = limits or AnswerLimits()
     answer = _Answer(request, request_id or new_request_id())
     yield answer.event(AgentStart, mode=request.mode)
-    connecting = asyncio.create_task(connect_speech(speech_url, request), name="speech-connect")
+    connecting = asyncio.create_task(
+        connect_speech(speech_url, request, speech_api_key), name="speech-connect"
+    )
     tasks = [
         asyncio.create_task(
             _text_task(answer, llm, connecting, IncrementalSentenceChunker(schedule)),

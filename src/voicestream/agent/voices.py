@@ -25,24 +25,25 @@ _HTTP_SCHEMES = {"ws": "http", "wss": "https", "http": "http", "https": "https"}
 
 
 def voices_url(speech_url: str) -> str | None:
-    """The speech server's `GET /voices` URL for its session URL (its query, such as an API
-    key's `?key=`, kept); None for SageMaker."""
+    """The speech server's `GET /voices` URL for its session URL; None for SageMaker."""
     parts = urlsplit(speech_url)
     scheme = _HTTP_SCHEMES.get(parts.scheme)
     if scheme is None or not parts.netloc:
         return None
-    return urlunsplit((scheme, parts.netloc, "/voices", parts.query, ""))
+    return urlunsplit((scheme, parts.netloc, "/voices", "", ""))
 
 
-def voices_route(speech_url: str) -> Route:
+def voices_route(speech_url: str, api_key: str | None = None) -> Route:
+    """The route; `api_key` is the speech server's key, sent as a Bearer header."""
     url = voices_url(speech_url)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     async def list_voices(_request: Request) -> Response:
         if url is None:
             return _unavailable(f"{speech_url} has no voice list to fetch")
         try:
             async with httpx.AsyncClient(timeout=VOICES_TIMEOUT_S) as client:
-                reply = await client.get(url)
+                reply = await client.get(url, headers=headers)
             reply.raise_for_status()
             voices = reply.json()["voices"]
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:

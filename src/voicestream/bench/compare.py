@@ -99,19 +99,20 @@ async def compare(
     speed: float = 1.0,
     warmup: bool = True,
     timeout_s: float = 300.0,
+    api_key: str | None = None,
 ) -> list[ModeResult]:
     """Ask the agent at `target` (its base URL, or an AgentCore runtime ARN) the same
     `prompt` in each of `modes`, `trials` times, one answer at a time.
 
     With `warmup` one unmeasured `bidi` answer goes first, so that no mode pays for loading
-    the model or opening connections. An answer that ends in an `error` event is kept with
+    the model or opening connections. `api_key` is the agent's key, if it has one. An answer that ends in an `error` event is kept with
     its `error` set (`code: message`); an agent that cannot be reached raises `CompareError`.
     """
     unknown = [mode for mode in modes if mode not in AGENT_MODES]
     if unknown or trials < 1:
         raise ValueError(f"modes must be among {', '.join(AGENT_MODES)} and trials at least 1")
     results = []
-    async with AsyncAgentClient(target, timeout_s=timeout_s) as client:
+    async with AsyncAgentClient(target, timeout_s=timeout_s, api_key=api_key) as client:
         if warmup:
             await client.ask(prompt, "bidi", voice, speed)
         for trial in range(trials):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from voicestream.cli.app import (
+    AllowedHosts,
     ApiKey,
     CorsOrigins,
     GraceS,
@@ -96,15 +97,22 @@ def agent(
     ] = None,
     api_key: ApiKey = None,
     cors_origin: CorsOrigins = None,
+    allowed_host: AllowedHosts = None,
+    speech_api_key: Annotated[
+        str | None,
+        typer.Option("--speech-api-key", envvar="VOICESTREAM_SPEECH_API_KEY",
+                     help="The speech server's API key, sent to it as an Authorization header."),
+    ] = None,
     grace_s: GraceS = 30.0,
     log_level: LogLevel = "info",
     log_json: LogJson = False,
     asr_model: AsrModel = None,
 ) -> None:
     """Run the agent runtime (the Bedrock AgentCore contract) against a speech server; its page
-    is at /. A speech server with an API key is reached with `?key=KEY` in --speech-url."""
+    is at /. A speech server with an API key is reached with --speech-api-key."""
     from dataclasses import replace
 
+    from voicestream.access import parse_names
     from voicestream.agent.app import AgentSettings, serve_agent
     from voicestream.logs import configure_logging
     from voicestream.text import ChunkSchedule
@@ -116,7 +124,7 @@ def agent(
             speech_url=speech_url, llm=llm, model=model, base_url=base_url, region=region,
             max_tokens=max_tokens, llm_threads=llm_threads, first_clause_words=first_clause_words,
             chunk_sentences=sentences, api_key=api_key, cors_origins=tuple(cors_origin) if cors_origin else None,
-            asr_model=asr_model,
+            allowed_hosts=parse_names(allowed_host) or None, speech_api_key=speech_api_key, asr_model=asr_model,
         )
     except ValueError as error:
         stderr.print(f"[red]error:[/red] {error}")
@@ -129,11 +137,11 @@ def agent(
     serve_agent(host, port, settings, grace_s=grace_s)
 
 
-def print_comparison(target: str, prompt: str, trials: int, modes: list[str]) -> None:
+def print_comparison(target: str, prompt: str, trials: int, modes: list[str], api_key: str | None = None) -> None:
     from voicestream.bench.compare import CompareError, compare, format_table
 
     try:
-        results = asyncio.run(compare(target, prompt, modes, trials))
+        results = asyncio.run(compare(target, prompt, modes, trials, api_key=api_key))
     except CompareError as error:
         stderr.print(f"[red]error:[/red] {error}")
         raise typer.Exit(2) from None
@@ -149,9 +157,12 @@ def compare_modes(
     prompt: Annotated[str, typer.Option(help="The same prompt for every mode.")] = DEMO_PROMPT,
     trials: Annotated[int, typer.Option(min=1, help="Answers per mode.")] = 1,
     mode: Modes = ["bidi", "batch", "batch-stream"],  # noqa: B006 - typer reads the default
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", envvar="VOICESTREAM_API_KEY", help="The agent's API key, if it has one.")
+    ] = None,
 ) -> None:
     """Time to first text and audio of bidi, batch and batch-stream for one prompt."""
-    print_comparison(agent_url, prompt, trials, mode)
+    print_comparison(agent_url, prompt, trials, mode, api_key)
 
 
 @app.command()
@@ -184,7 +195,7 @@ def demo(
         )
         with running_agent(create_app(settings), port=agent_port or free_port()) as agent_url:
             if once:
-                _answer_once(agent_url, prompt, output)
+                _answer_once(agent_url, prompt, output, settings.api_key)
                 return
             typer.echo(f"Agent page:        {agent_url}/   (ask by text or voice, hear it answer)")
             typer.echo(f"Speech playground: {speech_url}/")
@@ -208,9 +219,9 @@ def _open_browser(url: str) -> bool:
         return False
 
 
-def _answer_once(agent_url: str, prompt: str, output: Path) -> None:
+def _answer_once(agent_url: str, prompt: str, output: Path, api_key: str | None) -> None:
     typer.echo(f"Asking: {prompt}\n")
-    answer = asyncio.run(_speak_to_file(agent_url, prompt, output))
+    answer = asyncio.run(_speak_to_file(agent_url, prompt, output, api_key))
     typer.echo(f"Answer: {answer.text.strip()}\n")
     typer.echo(
         f"First text after {answer.first_text_ms or 0:.0f} ms, first audio after {answer.first_audio_ms or 0:.0f} ms; "
@@ -218,12 +229,12 @@ def _answer_once(agent_url: str, prompt: str, output: Path) -> None:
     )
 
 
-async def _speak_to_file(agent_url: str, prompt: str, output: Path) -> AgentAnswer:
+async def _speak_to_file(agent_url: str, prompt: str, output: Path, api_key: str | None) -> AgentAnswer:
     """Ask the agent in bidi mode; write its audio as a WAV file; return the answer."""
     from voicestream.audio import finalize_wav, wav_header
     from voicestream.client import AsyncAgentClient
 
-    async with AsyncAgentClient(agent_url) as client:
+    async with AsyncAgentClient(agent_url, api_key=api_key) as client:
         answer = await client.ask(prompt, "bidi")
     if answer.error is not None:
         stderr.print(f"[red]agent error:[/red] {answer.error.code}: {answer.error.message}")

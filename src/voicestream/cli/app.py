@@ -154,11 +154,21 @@ LogJson = Annotated[bool, typer.Option("--log-json", help="One JSON object per l
 ApiKey = Annotated[
     str | None,
     typer.Option("--api-key", envvar="VOICESTREAM_API_KEY",
-                 help="Require this key on every route but /ping (Bearer header, ?key= or subprotocol)."),
+                 help="Require this key on every route but /ping and the page: an Authorization: Bearer "
+                 "header, or on a WebSocket the subprotocol voicestream.key.KEY (never in the URL)."),
 ]
 CorsOrigins = Annotated[
     list[str] | None,
-    typer.Option("--cors-origin", help="A browser origin allowed to call from another site (repeatable)."),
+    typer.Option("--cors-origin", help="A browser origin (https://app.example) allowed to call from another "
+                 "site and open WebSocket sessions (repeatable); other sites' pages are refused."),
+]
+AllowedHosts = Annotated[
+    list[str] | None,
+    typer.Option("--allowed-host", envvar="VOICESTREAM_ALLOWED_HOSTS",
+                 help="A Host name accepted beside localhost, 127.0.0.1, ::1 and the address a request "
+                 "arrives on (repeatable, or comma-separated in the variable); * accepts any, as the "
+                 "container images do behind SageMaker, AgentCore or a load balancer. Others get 403 "
+                 "(DNS rebinding)."),
 ]
 GraceS = Annotated[
     float, typer.Option("--grace-s", help="On SIGTERM, seconds in-flight requests may take to finish.")
@@ -188,6 +198,7 @@ def serve(
     grace_s: GraceS = 30.0,
     api_key: ApiKey = None,
     cors_origin: CorsOrigins = None,
+    allowed_host: AllowedHosts = None,
     log_level: LogLevel = "info",
     log_json: LogJson = False,
     wyoming_port: Annotated[
@@ -201,6 +212,7 @@ def serve(
     ] = False,
 ) -> None:
     """Run the speech server (the SageMaker container contract); SIGTERM drains it."""
+    from voicestream.access import parse_names
     from voicestream.logs import configure_logging
     from voicestream.server import ServerSettings
     from voicestream.server import serve as run_server
@@ -210,6 +222,7 @@ def serve(
         host=host, port=port, device=device, model_dir=model_dir, variant=variant, max_sessions=max_sessions,
         max_queue=max_queue, max_session_requests=max_session_requests, max_body_bytes=max_body_bytes,
         idle_timeout_s=idle_timeout, stale_after_s=stale_after, grace_s=grace_s, api_key=api_key or None,
-        cors_origins=tuple(cors_origin or ()), pipelined=not sequential, wyoming_port=wyoming_port,
+        cors_origins=tuple(cors_origin or ()), allowed_hosts=parse_names(allowed_host), pipelined=not sequential,
+        wyoming_port=wyoming_port,
     )
     run_server(settings, log_level=log_level)

@@ -26,6 +26,7 @@ from voicestream.client.errors import (
     ServerError,
     SpeechBusyError,
     SpeechError,
+    SpeechTimeoutError,
     error_from_frame,
     error_from_http,
 )
@@ -38,6 +39,7 @@ from voicestream.client.events import (
     SpeechStarted,
 )
 from voicestream.client.invocations import AsyncInvocationsClient, InvocationsClient, SSEItem
+from voicestream.client.resume import ResumePolicy
 from voicestream.client.session import RequestState, SessionState, SpeechSession
 from voicestream.client.sync import SyncSpeechSession
 from voicestream.client.transport import AudioFrame, ControlFrame, Frame, Transport
@@ -72,6 +74,7 @@ __all__ = [
     "ReceivedEvent",
     "RequestStaleError",
     "RequestState",
+    "ResumePolicy",
     "SSEItem",
     "SageMakerTransport",
     "ServerError",
@@ -84,6 +87,7 @@ __all__ = [
     "SpeechFailed",
     "SpeechSession",
     "SpeechStarted",
+    "SpeechTimeoutError",
     "SyncSpeechSession",
     "Transport",
     "WebSocketTransport",

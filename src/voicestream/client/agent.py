@@ -20,6 +20,7 @@ from typing import Any, Self
 
 import httpx
 
+from voicestream.client.transport import bearer
 from voicestream.protocol import (
     DEFAULT_VOICE,
     AgentEnd,
@@ -136,11 +137,15 @@ def _check_status(url: str, status: int, body: bytes) -> None:
 
 
 class AgentClient:
-    """The agent at `target` (base URL or AgentCore runtime ARN), synchronously."""
+    """The agent at `target` (base URL or AgentCore runtime ARN), synchronously; `api_key` is
+    sent as `Authorization: Bearer KEY` to an agent that has one (an ARN uses IAM instead)."""
 
-    def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, api_key: str | None = None
+    ) -> None:
         self.target = target
         self.timeout_s = timeout_s
+        self._headers = {"Accept": "text/event-stream", **bearer(api_key)}
         self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=10.0))
 
     def __enter__(self) -> Self:
@@ -180,7 +185,7 @@ class AgentClient:
     def _http_chunks(self, payload: Any) -> Iterator[tuple[float, bytes]]:
         url = self.target.rstrip("/") + INVOCATIONS_PATH
         try:
-            with self._http.stream("POST", url, json=payload, headers={"Accept": "text/event-stream"}) as response:
+            with self._http.stream("POST", url, json=payload, headers=self._headers) as response:
                 if response.status_code != 200:
                     _check_status(url, response.status_code, response.read())
                 for chunk in response.iter_raw():
@@ -190,11 +195,15 @@ class AgentClient:
 
 
 class AsyncAgentClient:
-    """The agent at `target` (base URL or AgentCore runtime ARN), for asyncio."""
+    """The agent at `target` (base URL or AgentCore runtime ARN), for asyncio; `api_key` is
+    sent as `Authorization: Bearer KEY` to an agent that has one (an ARN uses IAM instead)."""
 
-    def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, api_key: str | None = None
+    ) -> None:
         self.target = target
         self.timeout_s = timeout_s
+        self._headers = {"Accept": "text/event-stream", **bearer(api_key)}
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10.0))
 
     async def __aenter__(self) -> Self:
@@ -240,7 +249,7 @@ class AsyncAgentClient:
         url = self.target.rstrip("/") + INVOCATIONS_PATH
         try:
             async with self._http.stream(
-                "POST", url, json=payload, headers={"Accept": "text/event-stream"}
+                "POST", url, json=payload, headers=self._headers
             ) as response:
                 if response.status_code != 200:
                     _check_status(url, response.status_code, await response.aread())

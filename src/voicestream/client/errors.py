@@ -67,6 +67,12 @@ class ConnectionLostError(SpeechError):
     default_code = "connection_lost"
 
 
+class SpeechTimeoutError(SpeechError):
+    """A call on a session did not finish within its time limit."""
+
+    default_code = "timeout"
+
+
 _INVALID_REQUEST_CODES = frozenset(
     {
         ErrorCode.INVALID_JSON,

@@ -19,6 +19,7 @@ from voicestream.client.errors import (
     error_from_frame,
     error_from_http,
 )
+from voicestream.client.transport import bearer
 from voicestream.protocol import (
     DEFAULT_SAMPLE_RATE,
     DEFAULT_VOICE,
@@ -104,7 +105,8 @@ def _transport_error(url: httpx.URL, error: httpx.TransportError) -> ConnectionL
 class InvocationsClient:
     """`POST /invocations` of the speech server at `base_url`, synchronously.
 
-    Pass `http_client` to share a configured `httpx.Client` (it is then left open on close).
+    Pass `http_client` to share a configured `httpx.Client` (it is then left open on close);
+    `api_key` is sent as `Authorization: Bearer KEY` when the server has one.
     """
 
     def __init__(
@@ -113,8 +115,10 @@ class InvocationsClient:
         *,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         http_client: httpx.Client | None = None,
+        api_key: str | None = None,
     ) -> None:
         self.url = httpx.URL(base_url.rstrip("/") + INVOCATIONS_PATH)
+        self._auth = bearer(api_key)
         self._http = http_client or httpx.Client(timeout=timeout)
         self._owns_http = http_client is None
 
@@ -158,7 +162,7 @@ class InvocationsClient:
 
     def _chunks(self, body: dict[str, Any], headers: dict[str, str]) -> Iterator[bytes]:
         try:
-            with self._http.stream("POST", self.url, json=body, headers=headers) as response:
+            with self._http.stream("POST", self.url, json=body, headers={**self._auth, **headers}) as response:
                 if response.is_error:
                     raise error_from_http(response.status_code, response.read())
                 yield from response.iter_bytes()
@@ -167,7 +171,8 @@ class InvocationsClient:
 
 
 class AsyncInvocationsClient:
-    """`POST /invocations` of the speech server at `base_url`, for asyncio."""
+    """`POST /invocations` of the speech server at `base_url`, for asyncio (`http_client`
+    and `api_key` as for `InvocationsClient`)."""
 
     def __init__(
         self,
@@ -175,8 +180,10 @@ class AsyncInvocationsClient:
         *,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         http_client: httpx.AsyncClient | None = None,
+        api_key: str | None = None,
     ) -> None:
         self.url = httpx.URL(base_url.rstrip("/") + INVOCATIONS_PATH)
+        self._auth = bearer(api_key)
         self._http = http_client or httpx.AsyncClient(timeout=timeout)
         self._owns_http = http_client is None
 
@@ -222,7 +229,7 @@ class AsyncInvocationsClient:
 
     async def _chunks(self, body: dict[str, Any], headers: dict[str, str]) -> AsyncIterator[bytes]:
         try:
-            async with self._http.stream("POST", self.url, json=body, headers=headers) as response:
+            async with self._http.stream("POST", self.url, json=body, headers={**self._auth, **headers}) as response:
                 if response.is_error:
                     raise error_from_http(response.status_code, await response.aread())
                 async for chunk in response.aiter_bytes():

@@ -8,6 +8,13 @@ Session states: OPEN (accepting requests), CLOSING (`close` called: waiting for 
 submitted, accepting nothing new), CLOSED. Request states: QUEUED (sent, no answer yet),
 SPEAKING (its audio is arriving), CANCELLING (cancelled here: its audio is dropped until the
 server's final frame for it). A request leaves the session with its last event.
+
+Every wait is bounded: while requests are pending the server must send a frame at least
+every `response_timeout` seconds, else the connection counts as lost; at most
+`max_unread_audio` audio chunks wait for a reader, beyond which the session stops reading
+the connection (the server then holds the rest, within its own budget). A connection lost
+before the work is done is resumed under `resume` (`voicestream.client.resume`), else
+every pending request fails with `ConnectionLostError`.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Any, Self
 from voicestream.client.errors import (
     ConnectionLostError,
     ServerError,
+    SpeechBusyError,
     SpeechError,
     error_from_frame,
 )
@@ -34,6 +42,8 @@ from voicestream.client.events import (
     SpeechFailed,
     SpeechStarted,
 )
+from voicestream.client.inbox import EventInbox
+from voicestream.client.resume import RESUMABLE_FORMATS, ResumePolicy
 from voicestream.client.transport import AudioFrame, ControlFrame, Frame, Transport
 from voicestream.client.websocket import WebSocketTransport
 from voicestream.protocol import (
@@ -86,8 +96,19 @@ class _Request:
     index: int
     text: str
     submitted_at: float
+    message: dict[str, Any]
+    """What was sent, to send again on a resumed connection."""
     state: RequestState = RequestState.QUEUED
     first_audio_at: float | None = None
+    started: bool = False
+    """`SpeechStarted` was handed out (a resumed request does not start twice)."""
+    received_bytes: int = 0
+    skip_bytes: int = 0
+    """Audio of a resumed request already received on the lost connection: dropped again."""
+
+
+RESPONSE_TIMEOUT_S = 60.0
+MAX_UNREAD_AUDIO = 256
 
 
 class SpeechSession:
@@ -108,6 +129,9 @@ class SpeechSession:
         sample_rate: int,
         close_timeout: float,
         lang: str | None = None,
+        response_timeout: float = RESPONSE_TIMEOUT_S,
+        max_unread_audio: int = MAX_UNREAD_AUDIO,
+        resume: ResumePolicy | None = None,
     ) -> None:
         self.transport = transport
         self.voice = voice
@@ -116,11 +140,17 @@ class SpeechSession:
         self.format = format
         self.sample_rate = sample_rate
         self._close_timeout = close_timeout
+        self._response_timeout = response_timeout
+        self._resume = resume
+        self.resumes = 0
+        """Connections this session resumed on after one was lost."""
         self._state = SessionState.OPEN
         self._requests: dict[str, _Request] = {}
         self._submitted = 0
         self._speaking: _Request | None = None
-        self._inbox: asyncio.Queue[SpeechEvent | SpeechError | _Signal] = asyncio.Queue()
+        self._inbox: EventInbox[SpeechEvent | SpeechError | _Signal] = EventInbox(
+            max_unread_audio, is_audio=lambda item: isinstance(item, AudioChunk)
+        )
         self._idle = asyncio.Event()
         self._idle.set()
         self._send_lock = asyncio.Lock()
@@ -140,15 +170,23 @@ class SpeechSession:
         sample_rate: int = DEFAULT_SAMPLE_RATE,
         close_timeout: float = 10.0,
         lang: str | None = None,
+        response_timeout: float = RESPONSE_TIMEOUT_S,
+        max_unread_audio: int = MAX_UNREAD_AUDIO,
+        resume: ResumePolicy | None = None,
+        api_key: str | None = None,
     ) -> SpeechSession:
-        """Connect `transport` (or a `WebSocketTransport` to the URL given) and start a session.
+        """Connect `transport` (or a `WebSocketTransport` to the URL given, with `api_key`
+        when the server has one) and start a session.
 
         `close_timeout` bounds how long `close` waits for the server to end the connection
-        once everything is spoken.
+        once everything is spoken; `response_timeout` how long pending requests may go
+        without a frame from the server. With `resume`, a lost connection is reopened
+        (`Transport.reopen`) and what was not received is asked for again; a first
+        connection refused as ``busy`` is retried under the same policy.
         """
         if isinstance(transport, str):
-            transport = WebSocketTransport(transport)
-        await transport.connect()
+            transport = WebSocketTransport(transport, api_key=api_key)
+        await _connect_with_retries(transport, resume)
         return cls(
             transport,
             voice=voice,
@@ -157,6 +195,9 @@ class SpeechSession:
             sample_rate=sample_rate,
             close_timeout=close_timeout,
             lang=lang,
+            response_timeout=response_timeout,
+            max_unread_audio=max_unread_audio,
+            resume=resume,
         )
 
     @property
@@ -199,23 +240,23 @@ class SpeechSession:
             self._ensure_open()
             if request_id in self._requests:
                 raise ValueError(f"request {request_id!r} is already pending on this session")
-            request = _Request(request_id, self._submitted, text, time.perf_counter())
+            message: dict[str, Any] = {
+                "type": "synthesize",
+                "text": text,
+                "request_id": request_id,
+                "voice": voice or self.voice,
+                "speed": self.speed if speed is None else speed,
+                "format": self.format,
+                "sample_rate": self.sample_rate,
+                "request_timestamp": time.time(),
+            }
+            if self.lang is not None:
+                message["lang"] = self.lang
+            request = _Request(request_id, self._submitted, text, time.perf_counter(), message)
             self._submitted += 1
             self._requests[request_id] = request
             self._idle.clear()
             try:
-                message = {
-                    "type": "synthesize",
-                    "text": text,
-                    "request_id": request_id,
-                    "voice": voice or self.voice,
-                    "speed": self.speed if speed is None else speed,
-                    "format": self.format,
-                    "sample_rate": self.sample_rate,
-                    "request_timestamp": time.time(),
-                }
-                if self.lang is not None:
-                    message["lang"] = self.lang
                 await self.transport.send(message)
             except SpeechError:
                 self._forget(request)
@@ -254,7 +295,8 @@ class SpeechSession:
             if self._state is SessionState.CLOSED:
                 return
             self._state = SessionState.CLOSING
-            await self._idle.wait()
+            self._inbox.unbound()  # nobody may be reading events any more: the reader must not wait
+            await self._idle.wait()  # bounded: pending requests fail after response_timeout
             try:
                 if self._failure is None:
                     with contextlib.suppress(SpeechError, TimeoutError):
@@ -343,10 +385,7 @@ class SpeechSession:
     def _drop_unread_audio(self, request_ids: set[str]) -> None:
         """Take the audio of these requests out of the events not yet handed out: after a
         barge-in, no reader should play another word of them."""
-        unread = [self._inbox.get_nowait() for _ in range(self._inbox.qsize())]
-        for item in unread:
-            if not (isinstance(item, AudioChunk) and item.request_id in request_ids):
-                self._inbox.put_nowait(item)
+        self._inbox.drop(lambda item: isinstance(item, AudioChunk) and item.request_id in request_ids)
 
     def _ensure_open(self) -> None:
         if self._failure is not None:
@@ -361,19 +400,80 @@ class SpeechSession:
             await self.transport.send(message)
 
     async def _read_frames(self) -> None:
-        try:
-            while (frame := await self.transport.receive()) is not None:
-                self._on_frame(frame)
-            if self._requests or self._state is SessionState.OPEN:
-                raise ConnectionLostError("the server ended the session before it was closed")
-        except SpeechError as error:
-            self._fail(self._session_error or error)
-        except Exception as unexpected:  # noqa: BLE001 - a transport's own error must not hang readers
-            lost = ConnectionLostError(f"the session broke: {unexpected!r}")
-            lost.__cause__ = unexpected
-            self._fail(lost)
-        else:
-            self._inbox.put_nowait(_Signal.END)
+        while True:
+            try:
+                await self._read_connection()
+                if not (self._requests or self._state is SessionState.OPEN):
+                    self._inbox.put_nowait(_Signal.END)
+                    return
+                lost: SpeechError = ConnectionLostError("the server ended the session before it was closed")
+            except SpeechError as error:
+                lost = error
+            except Exception as unexpected:  # noqa: BLE001 - a transport's own error must not hang readers
+                lost = ConnectionLostError(f"the session broke: {unexpected!r}")
+                lost.__cause__ = unexpected
+            lost = self._session_error or lost
+            if not await self._resumed(lost):
+                self._fail(lost)
+                return
+
+    async def _read_connection(self) -> None:
+        """Hand out the frames of the current connection until it ends (None) or breaks."""
+        while True:
+            await self._inbox.room()
+            try:
+                async with asyncio.timeout(self._response_timeout if self._requests else None):
+                    frame = await self.transport.receive()
+            except TimeoutError:
+                raise ConnectionLostError(
+                    f"the server sent nothing for {self._response_timeout:g} s while requests were pending"
+                ) from None
+            if frame is None:
+                return
+            self._on_frame(frame)
+
+    async def _resumed(self, lost: SpeechError) -> bool:
+        """Reconnect and send again what was not received, under the resume policy; False
+        when there is none, the session is closing with nothing pending, or every attempt failed."""
+        if self._resume is None or self._failure is not None or not self._requests:
+            return False
+        async with self._send_lock:
+            with contextlib.suppress(Exception):
+                await self.transport.close()
+            for delay, url in self._resume.schedule():
+                await asyncio.sleep(delay)
+                try:
+                    transport = self.transport.reopen(url)
+                    await transport.connect()
+                    self.transport = transport
+                    self._session_error = None
+                    await self._send_again()
+                except NotImplementedError:
+                    return False
+                except SpeechError:
+                    continue
+                self.resumes += 1
+                return True
+        return False
+
+    async def _send_again(self) -> None:
+        """On a new connection: every pending request again, in order; one whose audio partly
+        arrived skips what arrived (raw formats only), one being cancelled just ends."""
+        self._speaking = None
+        for request in list(self._requests.values()):
+            if request.state is RequestState.CANCELLING:
+                self._finish(request, SpeechCancelled(request.request_id, request.index))
+                continue
+            if request.received_bytes and request.message["format"] not in RESUMABLE_FORMATS:
+                failure = ConnectionLostError(
+                    f"the connection was lost mid-answer and {request.message['format']} audio cannot "
+                    "be resumed at an offset", request_id=request.request_id,
+                )
+                self._finish(request, SpeechFailed(request.request_id, request.index, failure))
+                continue
+            request.skip_bytes = request.received_bytes
+            request.state = RequestState.QUEUED
+            await self.transport.send(request.message)
 
     def _fail(self, error: SpeechError) -> None:
         """Fail every pending request with the error that ended the session, then the session.
@@ -401,8 +501,15 @@ class SpeechSession:
             raise ServerError("the server sent audio outside of any request", code="invalid_frame")
         if request.state is RequestState.CANCELLING:
             return
+        if request.skip_bytes:  # resumed: this much was received on the lost connection
+            skipped = min(request.skip_bytes, len(data))
+            request.skip_bytes -= skipped
+            data = data[skipped:]
+            if not data:
+                return
         if request.first_audio_at is None:
             request.first_audio_at = time.perf_counter()
+        request.received_bytes += len(data)
         self._inbox.put_nowait(AudioChunk(request.request_id, request.index, data))
 
     def _on_control(self, message: dict[str, Any]) -> None:
@@ -420,6 +527,9 @@ class SpeechSession:
                 if request.state is RequestState.QUEUED:
                     request.state = RequestState.SPEAKING
                 self._speaking = request
+                if request.started:
+                    return
+                request.started = True
                 self._inbox.put_nowait(
                     SpeechStarted(
                         request.request_id,
@@ -496,3 +606,20 @@ async def _each(fragments: AsyncIterable[str] | Iterable[str]) -> AsyncIterator[
     else:
         for fragment in fragments:
             yield fragment
+
+
+async def _connect_with_retries(transport: Transport, resume: ResumePolicy | None) -> None:
+    """Connect, retrying a ``busy`` refusal or a failed connection under ``resume``."""
+    if resume is None:
+        await transport.connect()
+        return
+    failure: SpeechError | None = None
+    for delay, _ in resume.schedule():
+        try:
+            await transport.connect()
+            return
+        except (SpeechBusyError, ConnectionLostError) as error:
+            failure = error
+            await asyncio.sleep(delay)
+    assert failure is not None
+    raise failure

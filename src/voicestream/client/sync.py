@@ -4,16 +4,22 @@ own, in a background thread, and each call waits for its result there."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterable, Iterator
 from typing import Any, Self
 
+from voicestream.client.errors import SpeechTimeoutError
 from voicestream.client.events import SpeechEvent
+from voicestream.client.resume import ResumePolicy
 from voicestream.client.session import RequestState, SessionState, SpeechSession
 from voicestream.client.transport import Transport
 from voicestream.protocol import DEFAULT_SAMPLE_RATE, DEFAULT_VOICE, AudioFormat
 
 _EXHAUSTED = object()
+CALL_TIMEOUT_S = 600.0
+"""The longest any one call may wait for the session's thread (a long text still speaking)."""
+CONNECT_TIMEOUT_S = 30.0
 
 
 async def _pull(fragments: Iterable[str]) -> AsyncIterator[str]:
@@ -39,11 +45,14 @@ class SyncSpeechSession:
     """
 
     def __init__(
-        self, session: SpeechSession, loop: asyncio.AbstractEventLoop, thread: threading.Thread
+        self, session: SpeechSession, loop: asyncio.AbstractEventLoop, thread: threading.Thread,
+        call_timeout: float = CALL_TIMEOUT_S,
     ) -> None:
         self._session = session
         self._loop = loop
         self._thread = thread
+        self.call_timeout = call_timeout
+        """How long one call (`close`, the next event, ...) may wait before `SpeechTimeoutError`."""
 
     @classmethod
     def connect(
@@ -55,6 +64,9 @@ class SyncSpeechSession:
         format: AudioFormat = "pcm16",
         sample_rate: int = DEFAULT_SAMPLE_RATE,
         close_timeout: float = 10.0,
+        resume: ResumePolicy | None = None,
+        call_timeout: float = CALL_TIMEOUT_S,
+        api_key: str | None = None,
     ) -> SyncSpeechSession:
         """Start the session's thread and connect, as `SpeechSession.connect` does."""
         loop = asyncio.new_event_loop()
@@ -67,13 +79,15 @@ class SyncSpeechSession:
             format=format,
             sample_rate=sample_rate,
             close_timeout=close_timeout,
+            resume=resume,
+            api_key=api_key,
         )
         try:
-            session = asyncio.run_coroutine_threadsafe(connecting, loop).result()
+            session = asyncio.run_coroutine_threadsafe(connecting, loop).result(close_timeout + CONNECT_TIMEOUT_S)
         except BaseException:
             _stop(loop, thread)
             raise
-        return cls(session, loop, thread)
+        return cls(session, loop, thread, call_timeout)
 
     def __enter__(self) -> Self:
         return self
@@ -121,7 +135,13 @@ class SyncSpeechSession:
             _stop(self._loop, self._thread)
 
     def _run[T](self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+        """Run on the session's thread, within ``call_timeout`` (`SpeechTimeoutError` after)."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result(self.call_timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise SpeechTimeoutError(f"the session did not answer within {self.call_timeout:g} s") from None
 
     def _iterate(self, events: AsyncGenerator[SpeechEvent, None]) -> Iterator[SpeechEvent]:
         try:
@@ -135,6 +155,6 @@ class SyncSpeechSession:
 def _stop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
     if loop.is_running():
         loop.call_soon_threadsafe(loop.stop)
-        thread.join()
+        thread.join(CONNECT_TIMEOUT_S)
     if not loop.is_closed():
         loop.close()

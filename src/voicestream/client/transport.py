@@ -55,3 +55,14 @@ class Transport(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Close the connection; safe to call more than once."""
+
+    def reopen(self, url: str | None = None) -> Transport:
+        """A new, unconnected transport like this one (to ``url`` if given), for a session
+        that resumes on another connection; transports that cannot raise NotImplementedError."""
+        raise NotImplementedError(f"{type(self).__name__} cannot reconnect")
+
+
+def bearer(api_key: str | None) -> dict[str, str]:
+    """The header that carries a server's API key (none without a key): every client
+    sends its key this way, never in a URL, which servers and proxies write to their logs."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}

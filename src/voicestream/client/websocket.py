@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -16,7 +17,7 @@ from websockets.exceptions import (
 )
 
 from voicestream.client.errors import ConnectionLostError, ServerError, error_from_http
-from voicestream.client.transport import AudioFrame, ControlFrame, Frame, Transport
+from voicestream.client.transport import AudioFrame, ControlFrame, Frame, Transport, bearer
 from voicestream.protocol import decode_control_frame
 
 SESSION_PATH = "/invocations-bidirectional-stream"
@@ -44,18 +45,31 @@ class WebSocketTransport(Transport):
     With `send_binary=True` every JSON message goes out as a binary frame, the way a
     SageMaker endpoint forwards a client's payloads to its container; the server must
     answer both kinds alike, and this is how tests show that it does.
+
+    `api_key` is sent as `Authorization: Bearer KEY` on the handshake (never in the URL).
     """
 
-    def __init__(self, url: str, send_binary: bool = False, *, open_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        send_binary: bool = False,
+        *,
+        open_timeout: float = 10.0,
+        api_key: str | None = None,
+    ) -> None:
         self.url = session_url(url)
         self.send_binary = send_binary
         self._open_timeout = open_timeout
+        self._headers = bearer(api_key)
         self._connection: ClientConnection | None = None
 
     async def connect(self) -> None:
         try:
             self._connection = await connect(
-                self.url, max_size=MAX_FRAME_BYTES, open_timeout=self._open_timeout
+                self.url,
+                max_size=MAX_FRAME_BYTES,
+                open_timeout=self._open_timeout,
+                additional_headers=self._headers,
             )
         except InvalidStatus as exc:
             raise error_from_http(exc.response.status_code, exc.response.body or b"") from exc
@@ -86,6 +100,12 @@ class WebSocketTransport(Transport):
     async def close(self) -> None:
         if self._connection is not None:
             await self._connection.close()
+
+    def reopen(self, url: str | None = None) -> WebSocketTransport:
+        fresh = copy.copy(self)
+        fresh.url = session_url(url) if url else self.url
+        fresh._connection = None
+        return fresh
 
     def _open(self) -> ClientConnection:
         if self._connection is None:

@@ -9,8 +9,9 @@ class ErrorCode(StrEnum):
     """Every `code` an `error` frame or event may carry (PROTOCOL.md).
 
     The first eleven are the speech server's codes of PROTOCOL.md 1.1; then the speech
-    server's extensions (languages and voice blends; bodies over the size limit); the rest
-    are documented extensions the agent runtime sends in its `error` events, the last four
+    server's extensions (languages and voice blends; bodies over the size limit); the
+    access policy's refusals, which both servers send (`voicestream.access`); the rest are
+    documented extensions the agent runtime sends in its `error` events, the last four
     about a spoken question (voice input).
     """
 
@@ -29,6 +30,10 @@ class ErrorCode(StrEnum):
     UNSUPPORTED_LANGUAGE = "unsupported_language"
     INVALID_VOICE_BLEND = "invalid_voice_blend"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    # The access policy, on both servers.
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     # Agent runtime extensions.
     SPEECH_UNAVAILABLE = "speech_unavailable"
     LLM_ERROR = "llm_error"

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from voicestream.access import accepted_subprotocol, protect
+from voicestream.access import AccessPolicy, accepted_subprotocol, protect
 from voicestream.engine import KokoroEngine
 from voicestream.protocol import ErrorCode, ErrorFrame
 from voicestream.server.cartesia import tts_bytes, tts_websocket
@@ -172,5 +172,5 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
         lifespan=lifespan,
     )
     app.state.server = state
-    protect(app, settings.api_key, settings.cors_origins)
+    protect(app, AccessPolicy(settings.api_key, settings.cors_origins, settings.allowed_hosts))
     return app

@@ -28,7 +28,27 @@ class ServerMetrics:
             "voicestream_active_sessions", "Open bidirectional sessions.", registry=self.registry
         )
         self.queue_depth = Gauge(
-            "voicestream_queue_depth", "Requests accepted and not yet fully synthesized.", registry=self.registry
+            "voicestream_queue_depth", "Requests accepted whose audio is not sent yet.", registry=self.registry
+        )
+        self.buffered_bytes = Gauge(
+            "voicestream_buffered_audio_bytes",
+            "Rendered audio not sent yet, all requests together (bytes as encoded).", registry=self.registry,
+        )
+        self.peak_listener_bytes = Gauge(
+            "voicestream_peak_listener_buffered_bytes",
+            "The most rendered, unsent audio one session or response has held (bytes).",
+            registry=self.registry,
+        )
+        self.requests_ended = Counter(
+            "voicestream_requests_ended_total", "Requests ended, by how (done, cancelled, failed).",
+            ["state"], registry=self.registry,
+        )
+        self.rendering_pieces = Gauge(
+            "voicestream_rendering_pieces", "Pieces the engine is rendering right now.", registry=self.registry
+        )
+        self.sessions_closed = Counter(
+            "voicestream_sessions_closed_total", "Sessions the server closed, by close code.", ["code"],
+            registry=self.registry,
         )
         self.requests = Counter(
             "voicestream_requests_total", "Requests accepted, by route.", ["route"], registry=self.registry

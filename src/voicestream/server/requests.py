@@ -6,21 +6,23 @@ framing; admission, validation, scheduling, encoding and metrics live here once.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from voicestream.audio import StreamEncoder, create_encoder
+from voicestream.audio import create_encoder
 from voicestream.engine import InvalidInputError, KokoroEngine
 from voicestream.protocol import ErrorCode, SynthesisComplete, SynthesisStart
 from voicestream.server.metrics import ServerMetrics
 from voicestream.server.scheduler import (
+    Budgets,
     BusyError,
+    JobFailed,
     JobState,
     Listener,
-    RenderFailed,
     SynthesisJob,
     SynthesisScheduler,
 )
@@ -53,7 +55,13 @@ class RequestRejected(Exception):
 
 
 class SynthesisFailed(Exception):
-    """The engine or the encoder failed mid-request; the cause is in the server log, once."""
+    """The request ended without all its audio (the engine or the encoder failed, or it went
+    stale in the queue); ``code`` is the protocol's, any cause is in the server log, once."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 @dataclass(frozen=True)
@@ -74,11 +82,15 @@ class StreamResult:
 
 
 class AudioStream:
-    """A job's audio, encoded chunk by chunk in the requested format."""
+    """A job's audio as wire bytes (encoded by the worker that rendered each piece).
 
-    def __init__(self, job: SynthesisJob, encoder: StreamEncoder, metrics: ServerMetrics, route: str) -> None:
+    Iterating it consumes the job: however the iteration ends, the job ends with it and its
+    queue slot and bytes are freed (`SynthesisJob.audio`)."""
+
+    def __init__(self, job: SynthesisJob, metrics: ServerMetrics, route: str) -> None:
+        assert job.encoder is not None
         self.job = job
-        self.encoder = encoder
+        self.encoder = job.encoder
         self.metrics = metrics
         self.route = route
         self.result: StreamResult | None = None
@@ -87,30 +99,21 @@ class AudioStream:
         return SynthesisStart(request_id=request_id, format=self.encoder.format, sample_rate=self.encoder.sample_rate)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        """The encoded audio; any failure (engine or encoder) ends it as :class:`SynthesisFailed`."""
+        """The encoded audio; a failure ends it as `SynthesisFailed`, a cancel just ends it."""
         sent = 0
         first_audio_ms: float | None = None
         try:
-            async for samples in self.job.audio():
-                data = self.encoder.encode(samples)
-                if data:
-                    if first_audio_ms is None:
+            async with contextlib.aclosing(self.job.audio()) as chunks:
+                async for chunk in chunks:
+                    if first_audio_ms is None and chunk.seconds:
                         first_audio_ms = (time.monotonic() - self.job.arrival) * 1000
                         self.metrics.time_to_first_audio.labels(route=self.route).observe(first_audio_ms / 1000)
-                    sent += len(data)
-                    yield data
-            if self.job.state is JobState.CANCELLED:
-                return
-            tail = self.encoder.finish()
-        except RenderFailed as failure:  # the scheduler has logged the engine's cause
-            raise SynthesisFailed("Synthesis failed for this request.") from failure
-        except Exception as error:
-            log.error("encoding failed", exc_info=error, extra={"request_id": self.job.request_id})
-            self.job.cancel()
-            raise SynthesisFailed("Encoding the audio failed for this request.") from error
-        if tail:
-            sent += len(tail)
-            yield tail
+                    sent += len(chunk.data)
+                    yield chunk.data
+        except JobFailed as failure:  # the scheduler has logged any cause
+            raise SynthesisFailed(failure.code, failure.message) from failure
+        if self.job.state is not JobState.DONE:
+            return
         if self.job.audio_seconds:
             self.metrics.real_time_factor.observe(self.job.model_seconds / self.job.audio_seconds)
         self.result = StreamResult(
@@ -137,45 +140,55 @@ class SpeechService:
         self.engine = engine
         self.settings = settings
         self.metrics = metrics
-        self.scheduler = SynthesisScheduler(engine, max_queue=settings.max_queue)
+        self.scheduler = SynthesisScheduler(engine, Budgets(
+            max_queue=settings.max_queue,
+            max_sessions=settings.max_sessions,
+            listener_budget_bytes=settings.listener_budget_bytes,
+            buffer_budget_bytes=settings.buffer_budget_bytes,
+            stale_after_s=settings.stale_after_s,
+        ))
         self.sessions: set[BidiSessionLike] = set()
         self.draining = False
         """Set on SIGTERM: new sessions and requests are refused with ``busy``."""
         self._sessions = 0
+        self.whole_files = 0
+        """``stream: false`` responses being collected (each holds its whole file in memory)."""
+        self.scheduler.on_end = lambda job: metrics.requests_ended.labels(state=job.state.value).inc()
         metrics.queue_depth.set_function(lambda: self.scheduler.depth)
         metrics.rendered_audio.set_function(lambda: self.scheduler.rendered_seconds)
+        metrics.buffered_bytes.set_function(lambda: self.scheduler.held_bytes)
+        metrics.peak_listener_bytes.set_function(lambda: self.scheduler.peak_listener_bytes)
+        metrics.rendering_pieces.set_function(lambda: self.scheduler.rendering)
 
     @property
     def drained(self) -> bool:
         """Nothing accepted is left to render or to send."""
         return self.scheduler.depth == 0 and all(session.idle for session in self.sessions)
 
-    def admit_session(self) -> bool:
+    def admit_session(self) -> Listener | None:
+        """A new session's listener, holding its reserve of queue slots; None when full."""
         if self._sessions >= self.settings.max_sessions:
-            return False
+            return None
         self._sessions += 1
         self.metrics.active_sessions.set(self._sessions)
-        return True
+        reserve = self.scheduler.budgets.reserved_per_session
+        self.scheduler.reserved_slots += reserve
+        return Listener(reserved_slots=reserve)
 
-    def release_session(self, _duration_s: float) -> None:
+    def release_session(self, listener: Listener) -> None:
         self._sessions -= 1
+        self.scheduler.reserved_slots -= listener.reserved_slots
         self.metrics.active_sessions.set(self._sessions)
 
-    def check(
-        self, text: str, voice: str, speed: float, timestamp: float | None, language: str | None = None
-    ) -> str:
-        """Raise :class:`RequestRejected` for what only the server can judge: age, voice, length;
+    def check(self, text: str, voice: str, speed: float, language: str | None = None) -> str:
+        """Raise :class:`RequestRejected` for what only the server can judge: voice, length;
         return the language the text will be read in.
 
         Format, sample rate and field types were already checked by the protocol layer's
-        parsers, which answer with their own codes.
+        parsers, which answer with their own codes. A client's ``request_timestamp`` is not
+        compared with this server's clock (the two clocks may be far apart): staleness is
+        the time a request waits here, measured by the scheduler.
         """
-        if timestamp is not None and time.time() - timestamp > self.settings.stale_after_s:
-            raise RequestRejected(
-                ErrorCode.REQUEST_STALE,
-                f"The request is {time.time() - timestamp:.1f} s old; requests older than "
-                f"{self.settings.stale_after_s:g} s are refused.",
-            )
         try:
             self.engine.check(text, voice, speed, language)
             return self.engine.language_for(voice, language)
@@ -183,21 +196,25 @@ class SpeechService:
             raise RequestRejected(ErrorCode(error.code), error.message) from None
 
     def start(
-        self, text: str, voice: str, speed: float, timestamp: float | None,
-        listener: Listener, request_id: str, route: str, language: str | None = None,
+        self, text: str, voice: str, speed: float, listener: Listener, request_id: str, route: str,
+        format: str, sample_rate: int, language: str | None = None,
     ) -> SynthesisJob:
         """Validate and queue one request; synthesis starts as soon as the scheduler allows.
 
-        ``language`` (the request's ``lang``) overrides the voice's own language."""
+        ``language`` (the request's ``lang``) overrides the voice's own language. The
+        request's audio comes out of `stream`, which must be iterated (or the job
+        cancelled): the job holds its queue slot until then."""
         if self.draining:
             raise RequestRejected(ErrorCode.BUSY, "The server is shutting down; try another instance.")
-        spoken_language = self.check(text, voice, speed, timestamp, language)
+        spoken_language = self.check(text, voice, speed, language)
+        encoder = create_encoder(format, sample_rate)
+        job = SynthesisJob(text, voice, speed, listener, request_id, spoken_language, encoder)
         try:
-            job = self.scheduler.submit(SynthesisJob(text, voice, speed, listener, request_id, spoken_language))
+            self.scheduler.submit(job)
         except BusyError as error:
             raise RequestRejected(ErrorCode.BUSY, str(error)) from None
         self.metrics.requests.labels(route=route).inc()
         return job
 
-    def stream(self, job: SynthesisJob, format: str, sample_rate: int, route: str) -> AudioStream:
-        return AudioStream(job, create_encoder(format, sample_rate), self.metrics, route)
+    def stream(self, job: SynthesisJob, route: str) -> AudioStream:
+        return AudioStream(job, self.metrics, route)

@@ -13,7 +13,7 @@ piece:
 A run cannot be interrupted, so priority alone would still make a new request wait for
 the pieces already running. Workers therefore come in two lanes, one worker per core in
 each: *first-audio* workers run at normal priority and take only the first piece of each
-listener's earliest unfinished request; *steady* workers run at a lower OS priority
+listener's earliest unrendered request; *steady* workers run at a lower OS priority
 (nice +10) and take everything else.
 A first piece then starts at once and gets nearly a whole core from the kernel, whatever
 else is rendering (see "First audio beside three long monologues" in docs/BENCHMARKS.md).
@@ -25,11 +25,28 @@ LLM in the process run niced, and while the run's listener hears nothing the LLM
 between tokens, so a first chunk is spoken about as fast as on an idle machine; a second
 first-audio run at the same time takes one thread.
 
+The scheduler owns every budget of the server (docs/RELIABILITY.md), so that no route can
+hold memory the others do not see:
+
+- **queue slots**: a request holds one from `submit` until its audio is sent or it ended
+  (`voicestream.server.job`). A session reserves ``max_queue // max_sessions`` slots for
+  itself, so sessions that never read cannot fill the queue for the others; beyond its
+  reserve a request takes a shared slot if one is left, else it is refused (`BusyError`).
+- **bytes**: a piece's audio is encoded by the worker that rendered it (never on the event
+  loop), and its bytes count against its listener until the route has sent them. A
+  listener renders its next piece only while it holds less than its share
+  (``listener_budget_bytes``, or less when the server-wide ``buffer_budget_bytes`` is split
+  between more listeners), or while it holds nothing at all (or holds only audio of later
+  requests while the one being sent has nothing left): a client that never reads holds at
+  most one share plus one piece per worker and no worker, and a client that reads is
+  never held back by the ones that do not.
+
 Pieces of one request are rendered in order; later requests of the same session may be
 rendered while earlier ones still render or send (the session keeps the wire order).
-A request whose consumer has not taken its audio yet holds at most ``MAX_BUFFERED_PIECES``
-rendered pieces: it is skipped until its consumer catches up, so a client that never reads
-holds a bounded amount of memory and no worker.
+
+A request that waits for its first piece longer than ``stale_after_s`` on the server's clock
+(counted from when its listener's earlier requests were all rendered) fails with
+``request_stale`` rather than speak long after it was wanted.
 
 Workers are supervised: a failure in one step fails that request (logged once, with its
 traceback and request id) and the worker goes on; a worker that ends anyway is restarted,
@@ -42,120 +59,49 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from enum import Enum
+from dataclasses import dataclass
 
 import numpy as np
 
 from voicestream.cpus import CPU_USE, lower_thread_priority
 from voicestream.engine import KokoroEngine, Piece
-from voicestream.protocol import DEFAULT_LANGUAGE
+from voicestream.protocol import ErrorCode
+from voicestream.server.job import JobFailed, JobState, Listener, RenderedChunk, SynthesisJob
+
+__all__ = [
+    "Budgets", "BusyError", "JobFailed", "JobState", "Listener", "RenderFailed", "RenderedChunk",
+    "SynthesisJob", "SynthesisScheduler",
+]
 
 log = logging.getLogger(__name__)
 
-MAX_BUFFERED_PIECES = 2
-"""Rendered pieces one request may hold before its consumer takes them."""
-
 
 class BusyError(Exception):
-    """The queue is full: the request is refused at once rather than queued forever."""
+    """No queue slot is left for this request: it is refused at once rather than queued forever."""
 
 
-class RenderFailed(Exception):
-    """The engine failed on this request; the scheduler has logged the cause already."""
+class RenderFailed(JobFailed):
+    """The engine or the encoder failed on this request; the cause is logged already."""
+
+    def __init__(self, message: str = "Synthesis failed for this request.") -> None:
+        super().__init__(ErrorCode.INTERNAL, message)
 
 
-class JobState(Enum):
-    QUEUED = "queued"
-    SPEAKING = "speaking"
-    DONE = "done"
-    CANCELLED = "cancelled"
-    FAILED = "failed"
+@dataclass(frozen=True)
+class Budgets:
+    """The limits the scheduler enforces (defaults as `ServerSettings`)."""
 
-
-class Listener:
-    """The playback clock of one audience (a session or an HTTP response)."""
-
-    def __init__(self) -> None:
-        self.playback_end: float | None = None
-
-    @property
-    def silent(self) -> bool:
-        """Nothing is playing: no audio handed over yet, or all of it played by now."""
-        return self.playback_end is None or self.playback_end <= time.monotonic()
-
-    def buffered(self, seconds: float) -> None:
-        """Record that ``seconds`` of audio were handed to this listener now."""
-        now = time.monotonic()
-        self.playback_end = max(now, self.playback_end or now) + seconds
-
-
-_SENTINEL = object()
-
-
-@dataclass(eq=False)
-class SynthesisJob:
-    """One request: its pieces go in through the scheduler, its audio comes out of :meth:`audio`."""
-
-    text: str
-    voice: str
-    speed: float
-    listener: Listener
-    request_id: str = ""
-    language: str = DEFAULT_LANGUAGE
-    """What the text is read as: the request's ``lang``, else the voice's language."""
-    state: JobState = JobState.QUEUED
-    arrival: float = field(default_factory=time.monotonic)
-    first_audio_at: float | None = None
-    model_seconds: float = 0.0
-    audio_seconds: float = 0.0
-    seq: int = 0
-    rendering: bool = False
-    _pieces: Iterator[Piece] | None = None
-    _chunks: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(MAX_BUFFERED_PIECES + 3))
-    """Rendered pieces, plus at most the end marker, a cancel marker and a failure."""
-    _on_taken: Callable[[], None] | None = None
+    max_queue: int = 256
+    max_sessions: int = 64
+    listener_budget_bytes: int = 2 * 1024 * 1024
+    buffer_budget_bytes: int = 64 * 1024 * 1024
+    stale_after_s: float = 60.0
 
     @property
-    def backlog_full(self) -> bool:
-        """The consumer has not taken enough of this request's audio for another piece."""
-        return self._chunks.qsize() >= MAX_BUFFERED_PIECES
-
-    @property
-    def finished(self) -> bool:
-        return self.state in (JobState.DONE, JobState.CANCELLED, JobState.FAILED)
-
-    @property
-    def deadline(self) -> float:
-        end = self.listener.playback_end
-        return self.arrival if end is None else max(end, self.arrival)
-
-    def urgency(self) -> tuple[bool, float, int]:
-        return (self.first_audio_at is not None, self.deadline, self.seq)
-
-    def cancel(self) -> None:
-        """Drop the rest of this request; the consumer sees the end of its audio at once."""
-        if not self.finished:
-            self.state = JobState.CANCELLED
-            self._chunks.put_nowait(_SENTINEL)
-
-    async def audio(self) -> AsyncIterator[np.ndarray]:
-        """The request's audio, chunk by chunk; raises what rendering raised."""
-        while True:
-            item = await self._chunks.get()
-            if self._on_taken is not None:
-                self._on_taken()
-            if item is _SENTINEL:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-    def _deliver(self, item: object) -> None:
-        self._chunks.put_nowait(item)
-
+    def reserved_per_session(self) -> int:
+        return max(1, self.max_queue // max(1, self.max_sessions))
 
 STEADY_NICENESS = 10
 
@@ -166,28 +112,54 @@ def _lower_priority() -> None:
 
 
 class SynthesisScheduler:
-    """Runs the engine on a few workers, always on the most urgent piece."""
+    """Runs the engine on a few workers, always on the most urgent piece, within the budgets."""
 
-    def __init__(self, engine: KokoroEngine, max_queue: int = 256, workers: int | None = None) -> None:
+    def __init__(
+        self, engine: KokoroEngine, budgets: Budgets | None = None, workers: int | None = None
+    ) -> None:
         self.engine = engine
-        self.max_queue = max_queue
+        self.budgets = budgets or Budgets()
         self.workers = workers or engine.parallel_runs
         self._jobs: list[SynthesisJob] = []
         self._wakeup = asyncio.Condition()
         self._seq = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
+        self._wake_pending = False
+        self.on_end: Callable[[SynthesisJob], None] | None = None
+        """Told of every request that ends (the service counts them by final state)."""
+        self.reserved_slots = 0
+        """Slots the open sessions hold in reserve (the service keeps it as sessions come and go)."""
         self.rendered_seconds = 0.0
         """Audio rendered so far, all requests together (a metric)."""
+        self.rendering = 0
+        """Pieces being rendered right now (a metric)."""
+        self.peak_listener_bytes = 0
+        """The most rendered, unsent audio one listener has held (a metric: the budget's proof)."""
         self._first_audio_pool = ThreadPoolExecutor(self.workers, thread_name_prefix="first-audio")
         self._steady_pool = ThreadPoolExecutor(
             self.workers, thread_name_prefix="steady", initializer=_lower_priority
         )
 
     @property
+    def max_queue(self) -> int:
+        return self.budgets.max_queue
+
+    @property
     def depth(self) -> int:
-        """Requests accepted and not yet fully rendered."""
+        """Requests accepted whose audio is not sent yet (rendering, waiting or sending)."""
         return sum(not job.finished for job in self._jobs)
+
+    @property
+    def held_bytes(self) -> int:
+        """Rendered audio not sent yet, all requests together (bytes, as encoded)."""
+        return sum(job.held_bytes for job in self._jobs if not job.finished)
+
+    @property
+    def parked(self) -> bool:
+        """Nothing renders and nothing may: every request left waits for its listener to
+        take audio (or for a request ahead of it)."""
+        return self.rendering == 0 and self._next_job(True) is None and self._next_job(False) is None
 
     @property
     def healthy(self) -> bool:
@@ -230,39 +202,78 @@ class SynthesisScheduler:
         self._first_audio_pool.shutdown(wait=False, cancel_futures=True)
         self._steady_pool.shutdown(wait=False, cancel_futures=True)
 
+    # --- admission -------------------------------------------------------------------
+
     def submit(self, job: SynthesisJob) -> SynthesisJob:
-        """Queue a request (already validated); raises :class:`BusyError` when the queue is full."""
-        if self.depth >= self.max_queue:
+        """Queue a request (already validated); raises `BusyError` when its listener's reserve
+        and the shared slots are all taken."""
+        self._prune()
+        own = [other for other in self._jobs if other.listener is job.listener]
+        if len(own) >= job.listener.reserved_slots and self._shared_slots_left() <= 0:
             raise BusyError(f"The server has {self.depth} requests waiting; try again shortly.")
+        if all(other.rendered_all for other in own):
+            job.due_since = time.monotonic()
         job.seq = next(self._seq)
-        job._on_taken = self._wake
+        job.on_change = self._wake
+        job.on_end = self.on_end
         self._jobs.append(job)
         self._wake()
         return job
 
+    def _shared_slots_left(self) -> int:
+        """Slots beyond every listener's reserve: ``max_queue`` less the reserves of the open
+        sessions, less the requests queued beyond their own listener's reserve."""
+        counts: dict[int, list] = {}
+        for job in self._jobs:
+            counts.setdefault(id(job.listener), [job.listener, 0])[1] += 1
+        beyond = sum(max(0, count - listener.reserved_slots) for listener, count in counts.values())
+        return self.max_queue - self.reserved_slots - beyond
+
+    def _prune(self) -> None:
+        self._jobs = [job for job in self._jobs if not job.finished]
+
     def _wake(self) -> None:
+        """Let the workers look again (coalesced: one notification per loop turn)."""
+        if self._wake_pending or self._stopping:
+            return
+        self._wake_pending = True
+        asyncio.get_running_loop().call_soon(self._schedule_notify)
+
+    def _schedule_notify(self) -> None:
+        self._wake_pending = False
         asyncio.get_running_loop().create_task(self._notify())
 
     async def _notify(self) -> None:
         async with self._wakeup:
             self._wakeup.notify_all()
 
+    # --- choosing --------------------------------------------------------------------
+
+    def share(self, listeners: int) -> int:
+        """What one listener may hold of rendered, unsent audio with ``listeners`` active."""
+        return min(self.budgets.listener_budget_bytes, self.budgets.buffer_budget_bytes // max(1, listeners))
+
     def _next_job(self, first_only: bool) -> SynthesisJob | None:
-        """The most urgent job that no worker is rendering and whose next piece is this lane's.
+        """The most urgent job that no worker is rendering, whose listener is within its
+        budget, and whose next piece is this lane's.
 
         A piece is first-audio work when it is the first piece of its listener's earliest
-        unfinished request; everything else (later pieces, and requests queued behind
-        another of the same listener, whose audio is not due yet) is steady work. A job
-        whose consumer is behind (``backlog_full``) waits, and so does a request queued
-        behind one of its listener's that has not spoken yet: that one renders on every
-        core, and the next is better taken by a first-audio worker (every core) once it
-        has spoken than on one niced thread beside it, where it would stay slow to the end
-        and leave the listener silent after a short first chunk.
+        unrendered request; everything else (later pieces, and requests queued behind
+        another of the same listener, whose audio is not due yet) is steady work. A request
+        queued behind one of its listener's that has not spoken yet waits: that one renders
+        on every core, and the next is better taken by a first-audio worker (every core)
+        once it has spoken than on one niced thread beside it, where it would stay slow to
+        the end and leave the listener silent after a short first chunk.
         """
-        self._jobs = [job for job in self._jobs if not job.finished]
+        self._prune()
         heads: dict[int, SynthesisJob] = {}
+        sending: dict[int, SynthesisJob] = {}
         for job in self._jobs:
-            heads.setdefault(id(job.listener), job)
+            sending.setdefault(id(job.listener), job)
+            if not job.rendered_all:
+                heads.setdefault(id(job.listener), job)
+        share = self.share(len({id(job.listener) for job in self._jobs}))
+        total_held = sum(job.held_bytes for job in self._jobs)
 
         def lane_of(job: SynthesisJob) -> bool | None:
             """True: first-audio work; False: steady work; None: not yet."""
@@ -271,11 +282,22 @@ class SynthesisScheduler:
                 return job.first_audio_at is None
             return None if head.first_audio_at is None else False
 
+        def within_budget(job: SynthesisJob) -> bool:
+            """Its listener holds less than its share, or nothing; or the job is the one its
+            route is sending and it has nothing left to send (the bytes held are of later
+            requests, which cannot go out before it)."""
+            held = job.listener.held_bytes
+            if held == 0 or (job is sending[id(job.listener)] and job.held_bytes == 0):
+                return True
+            return held < share and total_held < self.budgets.buffer_budget_bytes
+
         ready = [
             job for job in self._jobs
-            if not job.rendering and not job.backlog_full and lane_of(job) is first_only
+            if not job.rendering and not job.rendered_all and within_budget(job) and lane_of(job) is first_only
         ]
         return min(ready, key=SynthesisJob.urgency, default=None)
+
+    # --- rendering -------------------------------------------------------------------
 
     async def _work(self, pool: ThreadPoolExecutor, first_only: bool) -> None:
         loop = asyncio.get_running_loop()
@@ -285,58 +307,80 @@ class SynthesisScheduler:
                 job = self._next_job(first_only)
                 assert job is not None
                 job.rendering = True
+                self.rendering += 1
             try:
                 await self._step(job, loop, pool)
             except Exception as error:  # noqa: BLE001 - the request fails, the worker goes on
                 self._fail(job, error)
             finally:
                 job.rendering = False
-                await self._notify()
+                self.rendering -= 1
+                self._wake()
 
     @staticmethod
     def _fail(job: SynthesisJob, error: Exception) -> None:
-        """Log the cause once and hand the request's consumer a :class:`RenderFailed`."""
+        """Log the cause once and hand the request's consumer a `RenderFailed`."""
         log.error("synthesis failed", exc_info=error, extra={"request_id": job.request_id})
-        if not job.finished:
-            job.state = JobState.FAILED
-            failure = RenderFailed("Synthesis failed for this request.")
-            failure.__cause__ = error
-            job._deliver(failure)
+        failure = RenderFailed()
+        failure.__cause__ = error
+        job.fail(failure)
 
     async def _step(self, job: SynthesisJob, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:
-        """Render the job's next piece on ``pool`` and hand it over."""
-        if job._pieces is None:
-            job._pieces = self.engine.plan(job.text, job.language, cut_first_clause=job.listener.silent)
-            job.state = JobState.SPEAKING
+        """Render and encode the job's next piece on ``pool`` and hand it over."""
+        if job.pieces is None:
+            waited = time.monotonic() - job.due_since
+            if waited > self.budgets.stale_after_s:
+                job.fail(JobFailed(
+                    ErrorCode.REQUEST_STALE,
+                    f"The request waited {waited:.1f} s for the engine; requests that wait longer "
+                    f"than {self.budgets.stale_after_s:g} s are dropped.",
+                ))
+                return
+            job.pieces = self.engine.plan(job.text, job.language, cut_first_clause=job.listener.silent)
+            job.start_speaking()
         started = time.perf_counter()
         first_audio = pool is self._first_audio_pool
-        rendered = await loop.run_in_executor(pool, self._render_next, job, first_audio)
+        data, seconds, last = await loop.run_in_executor(pool, self._render_next, job, first_audio)
         if job.finished:  # cancelled while the piece was rendering: drop it
             return
-        if rendered is not None:
-            audio, last = rendered
+        if seconds:
             job.model_seconds += time.perf_counter() - started
-            seconds = audio.size / self.engine.sample_rate
             job.audio_seconds += seconds
             self.rendered_seconds += seconds
             job.listener.buffered(seconds)
             if job.first_audio_at is None:
                 job.first_audio_at = time.monotonic()
-            job._deliver(audio)
-            if not last:
-                return
-        job.state = JobState.DONE  # known at once, so the listener's next request is first-audio work
-        job._deliver(_SENTINEL)
+        job.deliver(RenderedChunk(data, seconds), last)
+        self.peak_listener_bytes = max(self.peak_listener_bytes, job.listener.held_bytes)
+        if last:
+            self._next_is_due(job)
 
-    def _render_next(self, job: SynthesisJob, first_audio: bool) -> tuple[np.ndarray, bool] | None:
-        """The next piece's audio and whether it was the request's last piece; first audio
+    def _next_is_due(self, rendered: SynthesisJob) -> None:
+        """The listener's next request starts waiting now (for staleness)."""
+        for job in self._jobs:
+            if job.listener is rendered.listener and not job.rendered_all and job is not rendered:
+                job.due_since = max(job.due_since, time.monotonic())
+                return
+
+    def _render_next(self, job: SynthesisJob, first_audio: bool) -> tuple[bytes, float, bool]:
+        """The next piece, encoded: its bytes, its duration and whether it was the request's
+        last (then the encoder's tail is included). Runs in a worker thread; first audio
         gets every core when nothing else holds one."""
-        assert job._pieces is not None
-        piece = next(job._pieces, None)
+        piece: Piece | None = next(job.pieces, None)  # type: ignore[call-overload]
         if piece is None:
-            return None
+            return _encode(job, None, last=True), 0.0, True
         if not first_audio:
             with CPU_USE.holding(1):
-                return self.engine.render(piece, job.voice, job.speed, 1), piece.last
-        with CPU_USE.claim_urgent(self.engine.max_threads, pause_background=job.listener.silent) as threads:
-            return self.engine.render(piece, job.voice, job.speed, threads), piece.last
+                audio = self.engine.render(piece, job.voice, job.speed, 1)
+        else:
+            with CPU_USE.claim_urgent(self.engine.max_threads, pause_background=job.listener.silent) as threads:
+                audio = self.engine.render(piece, job.voice, job.speed, threads)
+        return _encode(job, audio, piece.last), audio.size / self.engine.sample_rate, piece.last
+
+
+def _encode(job: SynthesisJob, audio: np.ndarray | None, last: bool) -> bytes:
+    """Wire bytes of one piece, and the stream's tail after the last (in the worker thread)."""
+    if job.encoder is None:  # the scheduler used on its own (tests, scripts): pcm16 at 24 kHz
+        return b"" if audio is None else (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+    data = b"" if audio is None else job.encoder.encode(audio)
+    return data + job.encoder.finish() if last else data

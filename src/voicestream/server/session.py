@@ -15,9 +15,14 @@ what was accepted, reading no more), CLOSED.
 
 Everything is bounded: at most ``max_session_requests`` accepted requests wait to be sent
 (more are answered ``busy``), and at most ``MAX_PENDING_ERRORS`` error frames wait behind
-them; a client that floods the session with bad messages without reading the answers
-goes past that and is closed with 1008 (policy violation). The receiver never waits on
-the sender, so pings are answered however slowly synthesis goes.
+them; a session that sends ``max_session_errors`` bad messages in a row, or whose unsent
+error frames go past that bound, is closed with 1008 (policy violation), and so is one
+that takes no frame for ``send_timeout_s``. The receiver never waits on the sender, so
+pings are answered however slowly synthesis goes.
+
+Once the session decides to close it reads nothing more: both tasks stop, every request it
+holds is cancelled and the server forgets it at once; only then is the close frame sent,
+within ``CLOSE_TIMEOUT_S`` (a client that reads nothing never takes it).
 """
 
 from __future__ import annotations
@@ -42,8 +47,8 @@ from voicestream.protocol import (
     SynthesizeRequest,
     parse_client_message,
 )
+from voicestream.server.job import Listener, SynthesisJob
 from voicestream.server.requests import RequestRejected, SpeechService, SynthesisFailed
-from voicestream.server.scheduler import Listener, SynthesisJob
 
 
 class SessionState(Enum):
@@ -69,16 +74,21 @@ CLOSE_TIMEOUT_S = 5.0
 log = logging.getLogger(__name__)
 
 
+class _SendTimedOut(Exception):
+    """A frame did not leave within ``send_timeout_s``: the session is being closed."""
+
+
 class BidiSession:
-    def __init__(self, websocket: WebSocket, service: SpeechService) -> None:
+    def __init__(self, websocket: WebSocket, service: SpeechService, listener: Listener) -> None:
         self.websocket = websocket
         self.service = service
         self.state = SessionState.OPEN
-        self.listener = Listener()
+        self.listener = listener
         self._outbox: asyncio.Queue[_Accepted | ErrorFrame | object] = asyncio.Queue()
         """Bounded by construction: ``max_session_requests`` accepted requests, at most
         ``MAX_PENDING_ERRORS`` error frames and one close marker."""
         self._pending_errors = 0
+        self._errors_in_a_row = 0
         self._accepted: list[_Accepted] = []
         self._last_activity = time.monotonic()
         self._close_now: asyncio.Future[int] = asyncio.get_running_loop().create_future()
@@ -96,44 +106,43 @@ class BidiSession:
         self._close_at_once(1001)
 
     def _close_at_once(self, code: int) -> None:
+        """Decide to close: stop reading at once (the receiver checks the state)."""
+        self.state = SessionState.CLOSING
         if not self._close_now.done():
             self._close_now.set_result(code)
 
-    async def run(self) -> None:
-        """Serve the session until close, disconnect, idle timeout or shutdown; never leave
-        work behind, and never hang: a sender that breaks closes the session with 1011."""
+    async def run(self) -> int | None:
+        """Serve the session until close, disconnect, idle timeout or shutdown; return the
+        close code to send (None: the client is gone). Everything the session holds is
+        released before this returns; a sender that breaks gives 1011."""
         receiver = asyncio.create_task(self._receive_loop(), name="session-receiver")
         sender = asyncio.create_task(self._send_loop(), name="session-sender")
-        tasks = (receiver, sender, self._close_now)
         try:
-            code = await self._outcome(receiver, sender, self._close_now)
-            if code is not None:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(CLOSE_TIMEOUT_S):
-                        await self.websocket.close(code=code)
+            return await self._outcome(receiver, sender, self._close_now)
         except WebSocketDisconnect:
-            pass
+            return None
         except Exception:
             log.exception("the session failed; closing it")
-            with contextlib.suppress(Exception):
-                await self.websocket.close(code=1011)
+            return 1011
         finally:
             self.state = SessionState.CLOSED
-            self._cancel_all()
-            for task in tasks:
+            for task in (receiver, sender, self._close_now):
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(receiver, sender, return_exceptions=True)
+            self._cancel_all()
 
     async def _outcome(self, receiver: asyncio.Task, sender: asyncio.Task, close_now: asyncio.Future[int]) -> int | None:
         """The close code the session ends with, once one of its tasks has ended."""
         done, _ = await asyncio.wait((receiver, sender, close_now), return_when=asyncio.FIRST_COMPLETED)
-        if receiver in done and close_now not in done:
+        if close_now in done:
+            return close_now.result()
+        if receiver in done:
             receiver.result()  # a client disconnect ends the session here
             if self.state is not SessionState.CLOSING:
                 return None
             done, _ = await asyncio.wait((sender, close_now), return_when=asyncio.FIRST_COMPLETED)
-        if close_now in done:
-            return close_now.result()
+            if close_now in done:
+                return close_now.result()
         if sender.cancelled() or sender.exception() is None:
             return 1000
         if isinstance(sender.exception(), WebSocketDisconnect):
@@ -210,23 +219,31 @@ class BidiSession:
             return
         try:
             job = self.service.start(
-                request.text, request.voice, request.speed, request.request_timestamp,
-                self.listener, request.request_id or "", route="websocket", language=request.lang,
+                request.text, request.voice, request.speed, self.listener, request.request_id or "",
+                route="websocket", format=request.format, sample_rate=request.sample_rate,
+                language=request.lang,
             )
         except RequestRejected as rejected:
             await self._reject(rejected.code, rejected.message, request.request_id)
             return
+        self._errors_in_a_row = 0
         accepted = _Accepted(request, job)
         self._accepted.append(accepted)
         self._outbox.put_nowait(accepted)
 
     async def _reject(self, code: ErrorCode | str, message: str, request_id: str | None) -> None:
-        """Answer with an error frame, or close the session if too many are still unsent."""
-        self.service.metrics.errors.labels(code=str(code)).inc()
+        """Answer with an error frame, or close the session if it sent too many bad messages
+        in a row or too many answers are still unsent (logged once: it reads no more)."""
+        self._errors_in_a_row += 1
+        if self._errors_in_a_row > self.service.settings.max_session_errors:
+            log.warning("closing a session after %d bad messages in a row (1008)", self._errors_in_a_row - 1)
+            self._close_at_once(1008)
+            return
         if self._pending_errors >= MAX_PENDING_ERRORS:
             log.warning("closing a session with %d unread error frames (1008)", self._pending_errors)
             self._close_at_once(1008)
             return
+        self.service.metrics.errors.labels(code=str(code)).inc()
         self._pending_errors += 1
         self._outbox.put_nowait(ErrorFrame(request_id=request_id, code=str(code), message=message))
 
@@ -258,26 +275,36 @@ class BidiSession:
             finally:
                 self._sending = False
                 if isinstance(item, _Accepted):
+                    item.job.cancel()  # ends it if it did not end already: its slot is freed
                     with contextlib.suppress(ValueError):  # already dropped by _cancel_all
                         self._accepted.remove(item)
                 self._sent.set()
 
     async def _send(self, frame: str | bytes) -> None:
-        if isinstance(frame, bytes):
-            await self.websocket.send_bytes(frame)
-        else:
-            await self.websocket.send_text(frame)
+        """Send one frame within ``send_timeout_s``, else decide to close the session (1008)."""
+        timeout_s = self.service.settings.send_timeout_s
+        try:
+            async with asyncio.timeout(timeout_s):
+                if isinstance(frame, bytes):
+                    await self.websocket.send_bytes(frame)
+                else:
+                    await self.websocket.send_text(frame)
+        except TimeoutError:
+            log.warning("closing a session that took no frame for %g s (1008)", timeout_s)
+            self._close_at_once(1008)
+            raise _SendTimedOut from None
         self._last_activity = time.monotonic()
 
     async def _send_request(self, accepted: _Accepted) -> None:
         """One request's frames; any failure but a lost socket becomes its ``internal`` frame."""
         rid = accepted.request.request_id or ""
+        code = ErrorCode.INTERNAL
         try:
             final = await self._speak(accepted, rid)
-        except WebSocketDisconnect:
+        except (WebSocketDisconnect, _SendTimedOut):
             raise
         except SynthesisFailed as failure:  # logged where it happened
-            message = str(failure)
+            code, message = failure.code, failure.message
         except Exception:
             log.exception("sending a request failed", extra={"request_id": rid})
             message = "Synthesis failed for this request."
@@ -285,20 +312,20 @@ class BidiSession:
             await self._send(final.to_json())
             return
         accepted.job.cancel()
-        self.service.metrics.errors.labels(code=ErrorCode.INTERNAL.value).inc()
-        await self._send(ErrorFrame(request_id=rid, code=ErrorCode.INTERNAL, message=message).to_json())
+        self.service.metrics.errors.labels(code=code.value).inc()
+        await self._send(ErrorFrame(request_id=rid, code=code, message=message).to_json())
 
     async def _speak(self, accepted: _Accepted, rid: str) -> SynthesisComplete | SynthesisCancelled:
         """Send the start frame and the audio; return the frame that ends the request."""
         if accepted.cancelled:
             return SynthesisCancelled(request_id=rid)
-        request = accepted.request
-        stream = self.service.stream(accepted.job, request.format, request.sample_rate, route="websocket")
+        stream = self.service.stream(accepted.job, route="websocket")
         await self._send(stream.start_frame(rid).to_json())
-        async for audio in stream:
-            if accepted.cancelled:
-                break
-            await self._send(audio)
+        async with contextlib.aclosing(aiter(stream)) as audio_chunks:
+            async for audio in audio_chunks:
+                if accepted.cancelled:
+                    break
+                await self._send(audio)
         if accepted.cancelled or stream.result is None:
             return SynthesisCancelled(request_id=rid)
         return stream.result.complete_frame(rid)
@@ -306,20 +333,28 @@ class BidiSession:
 
 async def serve_session(websocket: WebSocket, service: SpeechService) -> None:
     """Serve an accepted WebSocket, or refuse it with ``busy`` beyond ``--max-sessions`` or
-    while the server drains for shutdown."""
-    if service.draining or not service.admit_session():
+    while the server drains for shutdown. The server forgets the session (its slots, its
+    requests) before the close frame is sent, which a client that reads nothing never takes."""
+    listener = None if service.draining else service.admit_session()
+    if listener is None:
         why = "is shutting down" if service.draining else "has too many open sessions"
         busy = ErrorFrame(code=ErrorCode.BUSY, message=f"The server {why}; try again shortly.")
         service.metrics.errors.labels(code=ErrorCode.BUSY.value).inc()
         with contextlib.suppress(Exception):
-            await websocket.send_text(busy.to_json())
-            await websocket.close(code=1001 if service.draining else 1013)
+            async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                await websocket.send_text(busy.to_json())
+                await websocket.close(code=1001 if service.draining else 1013)
         return
-    started = time.monotonic()
-    session = BidiSession(websocket, service)
+    session = BidiSession(websocket, service, listener)
     service.sessions.add(session)
     try:
-        await session.run()
+        code = await session.run()
     finally:
         service.sessions.discard(session)
-        service.release_session(time.monotonic() - started)
+        service.release_session(listener)
+    if code is not None:
+        if code != 1000:
+            service.metrics.sessions_closed.labels(code=str(code)).inc()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                await websocket.close(code=code)

@@ -22,22 +22,37 @@ class ServerSettings:
     max_queue: int = 256
     """Requests waiting for synthesis (all sessions together) beyond this are answered ``busy``."""
     max_session_requests: int = 32
-    """Requests one session may have accepted and not yet sent; beyond this, ``busy``. It
-    also caps one session's share of ``max_queue``."""
+    """Requests one session may have accepted and not yet sent; beyond this, ``busy``. Each
+    session also keeps ``max_queue // max_sessions`` slots of the queue in reserve."""
+    listener_budget_bytes: int = 2 * 1024 * 1024
+    """Rendered, unsent audio one session or response may hold before its next piece waits
+    (about 44 s of pcm16 at 24 kHz)."""
+    buffer_budget_bytes: int = 64 * 1024 * 1024
+    """Rendered, unsent audio of all requests together; split evenly when it is short."""
+    max_session_errors: int = 4096
+    """Bad messages in a row one session may send; one more closes it with 1008."""
+    send_timeout_s: float = 60.0
+    """How long one frame or HTTP body chunk may take to leave; a client that reads nothing
+    for this long is disconnected and its requests are dropped."""
+    max_whole_files: int = 8
+    """``stream: false`` responses collected at once (each holds its whole file); beyond, ``busy``."""
     max_body_bytes: int = 1_048_576
     """HTTP request bodies larger than this are refused with 413 ``payload_too_large``."""
     idle_timeout_s: float = 300.0
     """A session with no message and no work for this long is closed."""
     stale_after_s: float = 60.0
-    """A request whose ``request_timestamp`` is older than this is answered ``request_stale``."""
+    """A request that waits this long on this server for its first piece (counted from when
+    its session's earlier requests were rendered) is answered ``request_stale``."""
     ready_timeout_s: float = 120.0
     """How long a request waits for the model to finish loading before it is refused."""
     grace_s: float = 30.0
     """On SIGTERM: how long in-flight requests may take to finish before sessions are closed."""
     api_key: str | None = None
-    """When set, every route but ``/ping`` needs it (see ``voicestream.access``)."""
+    """When set, every route but ``/ping`` and the page needs it (see ``voicestream.access``)."""
     cors_origins: tuple[str, ...] = ()
     """Browser origins allowed to call the server from another site; none by default."""
+    allowed_hosts: tuple[str, ...] = ()
+    """``Host`` names accepted beside localhost and the server's own address (``*``: any)."""
     wyoming_port: int | None = None
     """Also serve the Wyoming protocol (Home Assistant) on this TCP port, same host."""
     pipelined: bool = True

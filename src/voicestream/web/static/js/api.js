@@ -1,5 +1,8 @@
-// Every URL the pages request is built here: same host as the page, and the page's own
-// `?key=` passed on, so that authentication is added in this one place.
+// Every URL the pages request is built here (same host as the page), and the API key is
+// added here, in this one place. The key comes from the page's `#key=KEY` fragment, which
+// the browser never sends to a server; it goes out as an Authorization header on fetch and
+// as the WebSocket subprotocol `voicestream.key.KEY` (a WebSocket cannot carry headers),
+// never in a URL.
 
 export class HttpError extends Error {
   constructor(status, code, message) {
@@ -9,10 +12,24 @@ export class HttpError extends Error {
   }
 }
 
+function pageKey() {
+  return new URLSearchParams(window.location.hash.slice(1)).get("key");
+}
+
+function authHeaders() {
+  const key = pageKey();
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
+
+/** The subprotocols a WebSocket offers with a key; the server answers `voicestream`. */
+export function socketProtocols() {
+  const key = pageKey();
+  return key ? ["voicestream", `voicestream.key.${key}`] : [];
+}
+
 export function apiUrl(path, { websocket = false } = {}) {
   const url = new URL(path, window.location.href);
-  const key = new URLSearchParams(window.location.search).get("key");
-  if (key) url.searchParams.set("key", key);
+  url.hash = "";
   if (websocket) url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
   return url.toString();
 }
@@ -34,7 +51,7 @@ export async function checkResponse(response) {
 }
 
 export async function postJson(path, body, { signal, accept } = {}) {
-  const headers = { "Content-Type": "application/json" };
+  const headers = { "Content-Type": "application/json", ...authHeaders() };
   if (accept) headers.Accept = accept;
   const response = await fetch(apiUrl(path), {
     method: "POST", headers, body: JSON.stringify(body), signal,
@@ -43,5 +60,6 @@ export async function postJson(path, body, { signal, accept } = {}) {
 }
 
 export async function getJson(path, { signal } = {}) {
-  return (await checkResponse(await fetch(apiUrl(path), { signal }))).json();
+  const response = await fetch(apiUrl(path), { headers: authHeaders(), signal });
+  return (await checkResponse(response)).json();
 }

@@ -2,7 +2,7 @@
 // frames arrive as text frames, audio as binary frames; opened on first use, reopened on
 // the next send after it closed.
 
-import { apiUrl } from "./api.js";
+import { apiUrl, socketProtocols } from "./api.js";
 
 const OPEN_TIMEOUT_MS = 5000;
 
@@ -17,7 +17,7 @@ export class SpeechSocket {
   async open() {
     if (this.socket?.readyState === WebSocket.OPEN) return this.socket;
     this.opening ??= new Promise((resolve, reject) => {
-      const socket = new WebSocket(apiUrl("invocations-bidirectional-stream", { websocket: true }));
+      const socket = new WebSocket(apiUrl("invocations-bidirectional-stream", { websocket: true }), socketProtocols());
       socket.binaryType = "arraybuffer";
       const timer = setTimeout(() => { socket.close(); reject(new Error("the speech session did not open")); }, OPEN_TIMEOUT_MS);
       socket.onopen = () => { clearTimeout(timer); this.socket = socket; resolve(socket); };

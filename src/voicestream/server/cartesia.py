@@ -33,14 +33,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from voicestream.audio import (
     ENGINE_SAMPLE_RATE,
     SUPPORTED_SAMPLE_RATES,
     Float32Encoder,
-    StreamEncoder,
     create_encoder,
 )
 from voicestream.protocol import (
@@ -50,7 +49,8 @@ from voicestream.protocol import (
     load_json_object,
     voice_language,
 )
-from voicestream.server.http import _cancel_on_exit, error_response, read_body
+from voicestream.server.http import _cancel_on_exit, _streaming, error_response, read_body
+from voicestream.server.job import Listener
 from voicestream.server.requests import (
     AudioStream,
     RequestRejected,
@@ -58,15 +58,23 @@ from voicestream.server.requests import (
     SynthesisFailed,
     http_status,
 )
-from voicestream.server.scheduler import Listener
-from voicestream.server.streamed import Spoken, StreamedSpeech, Voice, registered
+from voicestream.server.streamed import (
+    Output,
+    Spoken,
+    StreamedSpeech,
+    Voice,
+    admit,
+    registered,
+    start_job,
+)
 from voicestream.text import ChunkSchedule
 
 log = logging.getLogger(__name__)
 
 ROUTE = "cartesia"
-ENCODINGS = {"pcm_s16le": "pcm16", "pcm_mulaw": "mulaw", "pcm_f32le": "f32"}
-"""Cartesia's raw encodings and the encoder each takes."""
+ENCODINGS = {"pcm_s16le": "pcm16", "pcm_mulaw": "mulaw", "pcm_f32le": None}
+"""Cartesia's raw encodings and the protocol format of each (``pcm_f32le`` has none: its
+encoder is this route's own)."""
 CONTAINERS = ("raw", "wav", "mp3")
 """``/tts/bytes`` containers; the WebSocket sends raw audio only."""
 DEFAULT_BUFFER_DELAY_MS = 3000
@@ -87,12 +95,14 @@ class OutputFormat:
     sample_rate: int
     bit_rate: int | None = None
 
-    def encoder(self) -> StreamEncoder:
+    def output(self) -> Output:
+        rate = self.sample_rate
         if self.container == "mp3":
-            return create_encoder("mp3", self.sample_rate, bitrate=self.bit_rate)
+            bit_rate = self.bit_rate
+            return Output("mp3", rate, bit_rate and (lambda: create_encoder("mp3", rate, bitrate=bit_rate)))
         if self.encoding == "pcm_f32le":
-            return Float32Encoder(self.sample_rate, ENGINE_SAMPLE_RATE)
-        return create_encoder("wav" if self.container == "wav" else ENCODINGS[self.encoding], self.sample_rate)
+            return Output("pcm16", rate, lambda: Float32Encoder(rate, ENGINE_SAMPLE_RATE))
+        return Output("wav" if self.container == "wav" else ENCODINGS[self.encoding], rate)
 
 
 @dataclass(frozen=True)
@@ -186,7 +196,7 @@ class _Context:
         self.id = request.context_id
         self.socket = socket
         self.speech = StreamedSpeech(
-            socket.service, request.voice, request.output.encoder, ROUTE, self.id,
+            socket.service, request.voice, request.output.output(), socket.listener, ROUTE, self.id,
             LATENCY_SCHEDULE, request.max_buffer_delay_ms / 1000,
         )
         self.flushes = 0
@@ -212,11 +222,11 @@ class _Context:
                                             "flush_done": True, "flush_id": item, "status_code": 206})
             if not self.speech.cancelled:
                 await self.socket.emit({"type": "done", "context_id": self.id, "done": True, "status_code": 200})
-        except RequestRejected as rejected:
-            self.socket.reject(rejected.code, rejected.message, self.id)
-        except Exception as error:
-            if not isinstance(error, SynthesisFailed):  # that one was logged where it happened
-                log.exception("a Cartesia context failed", extra={"request_id": self.id})
+        except (RequestRejected, SynthesisFailed) as refused:  # a failure was logged where it happened
+            self.speech.cancel()
+            self.socket.reject(refused.code, refused.message, self.id)
+        except Exception:  # the context fails, the socket goes on
+            log.exception("a Cartesia context failed", extra={"request_id": self.id})
             self.speech.cancel()
             self.socket.reject(ErrorCode.INTERNAL, "Synthesis failed for this context.", self.id)
         finally:
@@ -237,9 +247,11 @@ class _Context:
 class CartesiaSocket:
     """``WS /tts/websocket``: many contexts at once, each answered as its audio renders."""
 
-    def __init__(self, websocket: WebSocket, service: SpeechService) -> None:
+    def __init__(self, websocket: WebSocket, service: SpeechService, listener: Listener) -> None:
         self.websocket = websocket
         self.service = service
+        self.listener = listener
+        """The socket's share of the queue, for all its contexts (they render in arrival order)."""
         self.contexts: dict[str, _Context] = {}
         self._outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self._room = asyncio.Event()
@@ -358,7 +370,7 @@ class CartesiaSocket:
         if request.flush and not request.transcript.strip():
             raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"no open context {request.context_id!r} to flush", request.context_id)
         voice = request.voice
-        self.service.check("a", voice.voice, voice.speed, None, voice.language)
+        self.service.check("a", voice.voice, voice.speed, voice.language)
         context = _Context(self, request)
         self.contexts[context.id] = context
         return context
@@ -374,15 +386,17 @@ async def tts_websocket(websocket: WebSocket) -> None:
     beyond ``--max-sessions`` or while draining, one ``busy`` error and close."""
     await websocket.accept()
     service: SpeechService | None = await websocket.app.state.server.wait()
-    if service is None or service.draining or not service.admit_session():
+    listener = None if service is None else admit(service)
+    if service is None or listener is None:
         if service is not None:
             service.metrics.errors.labels(code=ErrorCode.BUSY.value).inc()
         with contextlib.suppress(Exception):
-            await websocket.send_json(_error(ErrorCode.BUSY, "The server is busy or shutting down; try again shortly.", None))
-            await websocket.close(code=1001 if service is not None and service.draining else 1013)
+            async with asyncio.timeout(5):
+                await websocket.send_json(_error(ErrorCode.BUSY, "The server is busy or shutting down; try again shortly.", None))
+                await websocket.close(code=1001 if service is not None and service.draining else 1013)
         return
-    socket = CartesiaSocket(websocket, service)
-    async with registered(service, socket):
+    socket = CartesiaSocket(websocket, service, listener)
+    async with registered(service, socket, listener):
         await socket.run()
 
 
@@ -393,11 +407,10 @@ async def tts_bytes(request: Request) -> Response:
         body = parse_request(load_json_object(await read_body(request, service.settings.max_body_bytes)), CONTAINERS)
         if not body.transcript.strip():
             raise ProtocolError(ErrorCode.TEXT_REQUIRED, "transcript is required and must not be blank")
-        voice = body.voice
-        job = service.start(body.transcript, voice.voice, voice.speed, None, Listener(), "tts-bytes", ROUTE, voice.language)
+        job = start_job(service, body.transcript, body.voice, body.output.output(), Listener(), "tts-bytes", ROUTE)
     except (ProtocolError, RequestRejected) as error:
         service.metrics.errors.labels(code=str(error.code)).inc()
         return error_response(error.code, error.message, http_status(ErrorCode(error.code)))
-    stream = AudioStream(job, body.output.encoder(), service.metrics, ROUTE)
-    return StreamingResponse(_cancel_on_exit(stream), media_type=stream.encoder.content_type)
+    stream = service.stream(job, ROUTE)
+    return _streaming(service, _cancel_on_exit(stream), stream.encoder.content_type)
 

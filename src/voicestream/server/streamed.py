@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from voicestream.audio import StreamEncoder
 from voicestream.protocol import ErrorCode
+from voicestream.server.job import Listener, SynthesisJob
 from voicestream.server.requests import AudioStream, BidiSessionLike, RequestRejected, SpeechService
-from voicestream.server.scheduler import Listener, SynthesisJob
 from voicestream.text import ChunkSchedule, IncrementalSentenceChunker
 
 AHEAD = 2
@@ -45,6 +44,30 @@ class Voice:
     voice: str
     speed: float
     language: str | None
+
+
+@dataclass(frozen=True)
+class Output:
+    """The audio an utterance is sent as: a protocol ``format``, or an ``encoder`` the
+    protocol's formats lack (Cartesia's ``pcm_f32le``, mp3 at a chosen bit rate)."""
+
+    format: str
+    sample_rate: int
+    encoder: Callable[[], StreamEncoder] | None = None
+
+
+def start_job(
+    service: SpeechService, text: str, voice: Voice, output: Output, listener: Listener,
+    request_id: str, route: str,
+) -> SynthesisJob:
+    """``SpeechService.start`` with ``output``'s encoder. The core takes a format name only,
+    so a custom encoder replaces the one it made before any worker has seen the job (nothing
+    awaits in between): the verb the core should offer is ``start(..., encoder=...)``."""
+    job = service.start(text, voice.voice, voice.speed, listener, request_id, route,
+                        output.format, output.sample_rate, voice.language)
+    if output.encoder is not None:
+        job.encoder = output.encoder()
+    return job
 
 
 @dataclass
@@ -67,17 +90,17 @@ class StreamedSpeech:
     if the core refuses a chunk (the rest is then dropped)."""
 
     def __init__(
-        self, service: SpeechService, voice: Voice, encoder: Callable[[], StreamEncoder], route: str,
+        self, service: SpeechService, voice: Voice, output: Output, listener: Listener, route: str,
         request_id: str, schedule: ChunkSchedule, max_delay_s: float | None,
     ) -> None:
         self.service = service
         self.voice = voice
+        self.output = output
         self.route = route
         self.request_id = request_id
         self.max_delay_s = max_delay_s
-        self._encoder = encoder
         self._chunker = IncrementalSentenceChunker(schedule)
-        self._listener = Listener()
+        self._listener = listener
         self._items: deque[_Chunk | object] = deque()
         self._current: SynthesisJob | None = None
         """The job whose audio is being handed out."""
@@ -184,10 +207,8 @@ class StreamedSpeech:
     def _start(self, chunk: _Chunk) -> None:
         self._count += 1
         try:
-            chunk.job = self.service.start(
-                chunk.text, self.voice.voice, self.voice.speed, None, self._listener,
-                f"{self.request_id}:{self._count}", self.route, self.voice.language,
-            )
+            chunk.job = start_job(self.service, chunk.text, self.voice, self.output, self._listener,
+                                  f"{self.request_id}:{self._count}", self.route)
         except RequestRejected as rejected:
             self._fail(rejected)
 
@@ -210,7 +231,7 @@ class StreamedSpeech:
                     continue  # refused: the failure is raised above
             self._current = item.job
             self._top_up()
-            stream = AudioStream(item.job, self._encoder(), self.service.metrics, self.route)
+            stream = self.service.stream(item.job, self.route)
             try:
                 yield Spoken(item.text, stream)
             finally:
@@ -218,14 +239,19 @@ class StreamedSpeech:
                 self._current = None
 
 
+def admit(service: SpeechService) -> Listener | None:
+    """A new connection's listener (its share of the queue), or None: the server drains or
+    has ``--max-sessions`` open."""
+    return None if service.draining else service.admit_session()
+
+
 @contextlib.asynccontextmanager
-async def registered(service: SpeechService, connection: BidiSessionLike) -> AsyncIterator[None]:
-    """Count an admitted connection (``service.admit_session``) as a session while it runs, so
-    that ``--max-sessions``, the metrics and the drain on SIGTERM see it."""
-    started = time.monotonic()
+async def registered(service: SpeechService, connection: BidiSessionLike, listener: Listener) -> AsyncIterator[None]:
+    """Count an admitted connection as a session while it runs, so that ``--max-sessions``,
+    the budgets, the metrics and the drain on SIGTERM see it."""
     service.sessions.add(connection)
     try:
         yield
     finally:
         service.sessions.discard(connection)
-        service.release_session(time.monotonic() - started)
+        service.release_session(listener)

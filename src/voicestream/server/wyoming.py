@@ -41,10 +41,11 @@ from wyoming.tts import (
     SynthesizeStopped,
 )
 
-from voicestream.audio import ENGINE_SAMPLE_RATE, create_encoder
+from voicestream.audio import ENGINE_SAMPLE_RATE
 from voicestream.protocol import DEFAULT_VOICE, ErrorCode, voice_catalog
+from voicestream.server.job import Listener
 from voicestream.server.requests import RequestRejected, SpeechService, SynthesisFailed
-from voicestream.server.streamed import Spoken, StreamedSpeech, Voice, registered
+from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice, admit, registered
 from voicestream.text import SENTENCES
 
 log = logging.getLogger(__name__)
@@ -106,10 +107,13 @@ class BadEvent(Exception):
 class WyomingConnection:
     """One client: events are read and answered at once, audio is sent in order by a second task."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, service: SpeechService) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, service: SpeechService, listener: Listener,
+    ) -> None:
         self.reader = reader
         self.writer = writer
         self.service = service
+        self.listener = listener
         self._utterances: asyncio.Queue[StreamedSpeech | Event] = asyncio.Queue()
         self._stream: StreamedSpeech | None = None
         self._refused_stream = False
@@ -218,10 +222,10 @@ class WyomingConnection:
 
     def _open(self, voice_data: Any) -> StreamedSpeech:
         voice = choose_voice(self.service, voice_data)
-        self.service.check("a", voice, 1.0, None)
+        self.service.check("a", voice, 1.0)
         self._count += 1
         return StreamedSpeech(
-            self.service, Voice(voice, 1.0, None), lambda: create_encoder("pcm16"), ROUTE,
+            self.service, Voice(voice, 1.0, None), Output("pcm16", ENGINE_SAMPLE_RATE), self.listener, ROUTE,
             f"wyoming-{self._count}", SENTENCES, BUFFER_DELAY_S,
         )
 
@@ -260,7 +264,7 @@ class WyomingConnection:
             except RequestRejected as rejected:
                 await self._error(rejected.code, rejected.message)
             except SynthesisFailed as failure:
-                await self._error(ErrorCode.INTERNAL, str(failure))
+                await self._error(failure.code, failure.message)
             finally:
                 self._current = None
 
@@ -294,15 +298,17 @@ async def serve_wyoming(
 
     async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         ready = await service()
-        if ready is None or ready.draining or not ready.admit_session():
+        listener = None if ready is None else admit(ready)
+        if ready is None or listener is None:
             why = "is shutting down or busy" if ready is not None else "has not loaded the model yet"
             with contextlib.suppress(Exception):
                 refusal = Error(text=f"The server {why}; try again shortly.", code=ErrorCode.BUSY.value)
-                await async_write_event(refusal.event(), writer)
+                async with asyncio.timeout(5):
+                    await async_write_event(refusal.event(), writer)
             writer.close()
             return
-        connection = WyomingConnection(reader, writer, ready)
-        async with registered(ready, connection):
+        connection = WyomingConnection(reader, writer, ready, listener)
+        async with registered(ready, connection, listener):
             try:
                 await connection.run()
             except Exception:

@@ -15,7 +15,8 @@ before the app sees a request (one pure ASGI middleware, `AccessMiddleware`):
    Origin's host and port are the request's ``Host``) or a ``--cors-origin``; no Origin
    header is a client that is not a browser, and is let in. A refused handshake is
    closed with 1008 before it is accepted (the client sees HTTP 403).
-3. **API key** (when one is set): ``Authorization: Bearer KEY`` on any request, or on a
+3. **API key** (when one is set): ``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` (what
+   Cartesia's clients send: pipecat, LiveKit) on any request, or on a
    WebSocket handshake the subprotocol ``voicestream.key.KEY`` (browsers cannot set
    headers on a WebSocket; the server then answers with the subprotocol ``voicestream``,
    which the client must offer beside it). Keys never travel in URLs: a ``?key=`` is
@@ -94,12 +95,14 @@ def parse_names(values: Iterable[str] | None) -> tuple[str, ...]:
 
 
 def presented_key(scope: Scope) -> str | None:
-    """The key a request carries: a Bearer header, or a WebSocket's key subprotocol."""
+    """The key a request carries: a Bearer or X-API-Key header, or a WebSocket's key subprotocol."""
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
             if scheme.lower() == "bearer" and token.strip():
                 return token.strip()
+        if name == b"x-api-key" and value.strip():
+            return value.decode("latin-1").strip()
     for protocol in scope.get("subprotocols", ()):
         if protocol.startswith(KEY_SUBPROTOCOL_PREFIX):
             return protocol[len(KEY_SUBPROTOCOL_PREFIX):]
@@ -273,7 +276,8 @@ def protect(app: Starlette, policy: AccessPolicy) -> None:
             allow_origins=list(policy.cors_origins),
             allow_methods=["GET", "POST", "OPTIONS"],
             allow_headers=[
-                "Authorization", "Content-Type", "Accept", "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
-            ],  # the last: the agent's conversation id (PROTOCOL.md section 2)
+                "Authorization", "Content-Type", "Accept", "X-API-Key", "Cartesia-Version",
+                "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id",  # the agent's conversation id (PROTOCOL.md 2)
+            ],
         )
 

@@ -20,6 +20,7 @@ from voicestream.audio.factory import (
     create_encoder,
 )
 from voicestream.audio.pcm import float_to_mulaw, float_to_pcm16, mulaw_to_float, pcm16_to_float
+from voicestream.audio.raw import Float32Encoder
 from voicestream.audio.resample import StreamResampler, resample
 from voicestream.audio.wav import finalize_wav, wav_header
 
@@ -29,6 +30,7 @@ __all__ = [
     "SUPPORTED_SAMPLE_RATES",
     "AudioError",
     "FirstSound",
+    "Float32Encoder",
     "RecordingTooLongError",
     "StreamEncoder",
     "StreamResampler",

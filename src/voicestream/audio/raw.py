@@ -56,3 +56,20 @@ class MulawEncoder(StreamEncoder):
 
     def _finish(self) -> bytes:
         return b""
+
+
+class Float32Encoder(StreamEncoder):
+    """Raw 32-bit float little-endian mono, no header (Cartesia's ``pcm_f32le``).
+
+    Not one of the protocol's formats (`create_encoder` does not offer it): the
+    Cartesia-compatible routes build it themselves.
+    """
+
+    format = "f32"
+    content_type = "audio/pcm"
+
+    def _encode(self, samples: FloatArray) -> bytes:
+        return samples.astype("<f4", copy=False).tobytes()
+
+    def _finish(self) -> bytes:
+        return b""

@@ -269,6 +269,10 @@ def serve(
         typer.Option("--sentence-pause-ms", min=0,
                      help="Silence between sentences, within a request and from one to the next [default: 350]."),
     ] = None,
+    wyoming_port: Annotated[
+        int | None,
+        typer.Option("--wyoming-port", help="Also serve the Wyoming protocol (Home Assistant) on this port, e.g. 10200."),
+    ] = None,
     sequential: Annotated[
         bool,
         typer.Option("--sequential", help="Answer a session's messages strictly one after another (the reference "
@@ -297,5 +301,6 @@ def serve(
             **({"leading_s": leading_silence_ms / 1000} if leading_silence_ms is not None else {}),
             **({"sentence_s": sentence_pause_ms / 1000} if sentence_pause_ms is not None else {}),
         ),
+        wyoming_port=wyoming_port,
     )
     run_server(settings, log_level=log_level)

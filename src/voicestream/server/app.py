@@ -24,12 +24,14 @@ from voicestream.access import AccessPolicy, accepted_subprotocol, protect
 from voicestream.engine import KokoroEngine
 from voicestream.protocol import ErrorCode, ErrorFrame
 from voicestream.server.captioned import captioned_speech
+from voicestream.server.cartesia import tts_bytes, tts_websocket
 from voicestream.server.discovery import list_models, list_openai_voices, list_voices
 from voicestream.server.http import error_response, invocations, openai_speech
 from voicestream.server.metrics import CONTENT_TYPE, ServerMetrics
 from voicestream.server.requests import SpeechService
 from voicestream.server.session import serve_session
 from voicestream.server.settings import ServerSettings
+from voicestream.server.wyoming import serve_wyoming
 from voicestream.web import PLAYGROUND_PAGE, page_routes
 
 log = logging.getLogger(__name__)
@@ -144,8 +146,13 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         loader = asyncio.create_task(load())
+        wyoming = settings.wyoming_port and await serve_wyoming(
+            settings.host, settings.wyoming_port, state.wait, settings.max_body_bytes
+        )
         yield
         loader.cancel()
+        if wyoming:
+            wyoming.close()
         if state.service is not None:
             await state.service.scheduler.stop()
 
@@ -158,8 +165,10 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
             Route("/voices", _needs_service(list_voices), methods=["GET"]),
             Route("/v1/audio/voices", _needs_service(list_openai_voices), methods=["GET"]),
             Route("/v1/models", list_models, methods=["GET"]),
+            Route("/tts/bytes", _needs_service(tts_bytes), methods=["POST"]),
             Route("/metrics", metrics, methods=["GET"]),
             WebSocketRoute("/invocations-bidirectional-stream", bidirectional_stream),
+            WebSocketRoute("/tts/websocket", tts_websocket),
             *page_routes(PLAYGROUND_PAGE),
         ],
         lifespan=lifespan,

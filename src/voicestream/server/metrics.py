@@ -57,6 +57,11 @@ class ServerMetrics:
             "voicestream_rendered_audio_seconds",
             "Audio the model has rendered since the server started (seconds).", registry=self.registry,
         )
+        self.cancels = Counter(
+            "voicestream_cancels_total",
+            "Cancels that stopped work still to render or send (a request, a streamed context), by route.",
+            ["route"], registry=self.registry,
+        )
         self.errors = Counter(
             "voicestream_errors_total", "Error answers, by protocol code.", ["code"], registry=self.registry
         )

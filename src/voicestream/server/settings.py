@@ -59,6 +59,8 @@ class ServerSettings:
     """Browser origins allowed to call the server from another site; none by default."""
     allowed_hosts: tuple[str, ...] = ()
     """``Host`` names accepted beside localhost and the server's own address (``*``: any)."""
+    wyoming_port: int | None = None
+    """Also serve the Wyoming protocol (Home Assistant) on this TCP port, same host."""
     pipelined: bool = True
     """Accept a session's next message while earlier ones are still synthesizing and sending.
 

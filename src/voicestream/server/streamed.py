@@ -1,0 +1,257 @@
+"""One utterance whose text arrives in pieces (a Cartesia context, a Wyoming stream).
+
+An LLM's tokens go in through :meth:`StreamedSpeech.feed`; the text layer's incremental
+chunker cuts them into chunks (sentences, or latency mode's short first piece); each chunk
+becomes one request of the core (``SpeechService.start``), queued at most ``AHEAD`` chunks
+before its audio is due, so rendering overlaps sending without one context filling the
+queue; the audio comes out in text order through iteration.
+
+Text that the chunker cannot decide yet (a sentence without the next word, "Dr.") waits at
+most ``max_delay_s`` after the message that left it unspoken, then is spoken as it is: the
+bound Cartesia's ``max_buffer_delay_ms`` sets, and what keeps a stream that stalls mid-
+sentence from staying silent.
+
+This is the "stream text into a request" verb the protocol adapters share; it uses only
+the core's public verbs (``start``, ``stream``, ``SynthesisJob.cancel``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from voicestream.audio import StreamEncoder
+from voicestream.protocol import ErrorCode
+from voicestream.server.job import Listener, SynthesisJob
+from voicestream.server.requests import AudioStream, BidiSessionLike, RequestRejected, SpeechService
+from voicestream.text import ChunkSchedule, IncrementalSentenceChunker
+
+AHEAD = 2
+"""Chunks queued with the scheduler beyond the one being sent."""
+
+
+def _visible(text: str) -> int:
+    return len(text) - sum(char.isspace() for char in text)
+
+
+@dataclass(frozen=True)
+class Voice:
+    """How an utterance is read: the same for all of its chunks."""
+
+    voice: str
+    speed: float
+    language: str | None
+
+
+@dataclass(frozen=True)
+class Output:
+    """The audio an utterance is sent as: a protocol ``format``, or an ``encoder`` the
+    protocol's formats lack (Cartesia's ``pcm_f32le``, mp3 at a chosen bit rate)."""
+
+    format: str
+    sample_rate: int
+    encoder: Callable[[], StreamEncoder] | None = None
+
+
+def start_job(
+    service: SpeechService, text: str, voice: Voice, output: Output, listener: Listener,
+    request_id: str, route: str,
+) -> SynthesisJob:
+    """``SpeechService.start`` with ``output``'s encoder. The core takes a format name only,
+    so a custom encoder replaces the one it made before any worker has seen the job (nothing
+    awaits in between): the verb the core should offer is ``start(..., encoder=...)``."""
+    job = service.start(text, voice.voice, voice.speed, listener, request_id, route,
+                        output.format, output.sample_rate, voice.language)
+    if output.encoder is not None:
+        job.encoder = output.encoder()
+    return job
+
+
+@dataclass
+class Spoken:
+    """One chunk's text and its audio, in the order the text came."""
+
+    text: str
+    stream: AudioStream
+
+
+@dataclass
+class _Chunk:
+    text: str
+    job: SynthesisJob | None = None
+
+
+class StreamedSpeech:
+    """Text in pieces in, audio out chunk by chunk; iterate it for :class:`Spoken` items and
+    the markers put in with :meth:`mark`, in order. Iteration raises :class:`RequestRejected`
+    if the core refuses a chunk (the rest is then dropped)."""
+
+    def __init__(
+        self, service: SpeechService, voice: Voice, output: Output, listener: Listener, route: str,
+        request_id: str, schedule: ChunkSchedule, max_delay_s: float | None,
+    ) -> None:
+        self.service = service
+        self.voice = voice
+        self.output = output
+        self.route = route
+        self.request_id = request_id
+        self.max_delay_s = max_delay_s
+        self._chunker = IncrementalSentenceChunker(schedule)
+        self._listener = listener
+        self._items: deque[_Chunk | object] = deque()
+        self._current: SynthesisJob | None = None
+        """The job whose audio is being handed out."""
+        self._buffered = 0
+        """Characters fed and not yet handed out as chunks, whitespace not counted (chunks keep
+        every other character, so this is exact)."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._changed = asyncio.Event()
+        self._count = 0
+        self.ended = False
+        """No more text will come (``end`` or ``cancel``)."""
+        self.cancelled = False
+        self.failure: RequestRejected | None = None
+
+    @property
+    def unspoken_chars(self) -> int:
+        """Characters accepted and not yet queued with the scheduler."""
+        return self._buffered + sum(len(item.text) for item in self._items if isinstance(item, _Chunk) and item.job is None)
+
+    def feed(self, text: str) -> None:
+        """Add text; complete chunks are queued at once, the rest waits for more text or the delay.
+
+        More than the engine's ``max_text_chars`` waiting unspoken fails the utterance
+        (``text_too_long``): a client must read audio before it sends more."""
+        if self.ended:
+            return
+        chunks = self._chunker.feed(text)
+        self._buffered += _visible(text) - sum(_visible(chunk) for chunk in chunks)
+        for chunk in chunks:
+            self._items.append(_Chunk(chunk))
+        if chunks and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        limit = self.service.engine.max_text_chars
+        if self.unspoken_chars > limit:
+            self._fail(RequestRejected(
+                ErrorCode.TEXT_TOO_LONG,
+                f"More than {limit} characters wait unspoken in this stream; read its audio before sending more.",
+            ))
+            return
+        if self.max_delay_s == 0:
+            self.flush()
+        elif self._buffered and self._timer is None and self.max_delay_s is not None:
+            self._timer = asyncio.get_running_loop().call_later(self.max_delay_s, self.flush)
+        self._top_up()
+
+    def say(self, text: str) -> None:
+        """Add ``text`` as one chunk of its own, not cut (a whole-text request)."""
+        if not self.ended:
+            self._items.append(_Chunk(text))
+            self._top_up()
+
+    def flush(self) -> None:
+        """Speak what the chunker still holds, decided or not."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        rest = self._chunker.flush()
+        self._buffered = 0
+        if rest and not self.ended:
+            self._items.append(_Chunk(rest))
+            self._top_up()
+
+    def mark(self, marker: object) -> None:
+        """Put ``marker`` in the output after the audio of all text fed so far."""
+        if not self.ended:
+            self._items.append(marker)
+            self._changed.set()
+
+    def end(self) -> None:
+        """No more text: speak the rest; iteration ends after its audio."""
+        self.flush()
+        self.ended = True
+        self._changed.set()
+
+    def cancel(self) -> bool:
+        """Drop everything not yet sent; returns whether the utterance was unfinished (more
+        text could still come, or audio was left to render or send)."""
+        current = self._current is not None and not self._current.finished
+        had_work = not self.ended or current or any(isinstance(item, _Chunk) for item in self._items)
+        self.ended = self.cancelled = True
+        self.flush()
+        if self._current is not None:
+            self._current.cancel()
+        for item in self._items:
+            if isinstance(item, _Chunk) and item.job is not None:
+                item.job.cancel()
+        self._items.clear()
+        self._changed.set()
+        return had_work
+
+    def _fail(self, rejected: RequestRejected) -> None:
+        self.cancel()
+        self.failure = rejected
+
+    def _top_up(self) -> None:
+        """Queue the first ``AHEAD`` chunks not yet queued (the one being sent is out of ``_items``)."""
+        self._changed.set()
+        chunks = [item for item in self._items if isinstance(item, _Chunk)][:AHEAD]
+        for chunk in chunks:
+            if chunk.job is None and self.failure is None:
+                self._start(chunk)
+
+    def _start(self, chunk: _Chunk) -> None:
+        self._count += 1
+        try:
+            chunk.job = start_job(self.service, chunk.text, self.voice, self.output, self._listener,
+                                  f"{self.request_id}:{self._count}", self.route)
+        except RequestRejected as rejected:
+            self._fail(rejected)
+
+    async def __aiter__(self) -> AsyncIterator[Spoken | object]:
+        while True:
+            while not self._items and not self.ended:
+                self._changed.clear()
+                await self._changed.wait()
+            if self.failure is not None:
+                raise self.failure
+            if not self._items:
+                return
+            item = self._items.popleft()
+            if not isinstance(item, _Chunk):
+                yield item
+                continue
+            if item.job is None:
+                self._start(item)
+                if item.job is None:
+                    continue  # refused: the failure is raised above
+            self._current = item.job
+            self._top_up()
+            stream = self.service.stream(item.job, self.route)
+            try:
+                yield Spoken(item.text, stream)
+            finally:
+                item.job.cancel()  # a no-op once its audio is all out
+                self._current = None
+
+
+def admit(service: SpeechService) -> Listener | None:
+    """A new connection's listener (its share of the queue), or None: the server drains or
+    has ``--max-sessions`` open."""
+    return None if service.draining else service.admit_session()
+
+
+@contextlib.asynccontextmanager
+async def registered(service: SpeechService, connection: BidiSessionLike, listener: Listener) -> AsyncIterator[None]:
+    """Count an admitted connection as a session while it runs, so that ``--max-sessions``,
+    the budgets, the metrics and the drain on SIGTERM see it."""
+    service.sessions.add(connection)
+    try:
+        yield
+    finally:
+        service.sessions.discard(connection)
+        service.release_session(listener)

@@ -1,0 +1,318 @@
+"""The Wyoming protocol (Home Assistant's voice pipeline) over the same core.
+
+``voicestream serve --wyoming-port 10200`` listens for Wyoming on TCP beside the HTTP
+routes, on the same event loop, engine and scheduler. Events (the ``wyoming`` package's
+types and framing):
+
+- ``describe`` → ``info``: one TTS program listing every voice with its language, and
+  ``supports_synthesize_streaming``;
+- ``synthesize``: the whole text as one ``audio-start`` / ``audio-chunk``… / ``audio-stop``
+  (what a client that does not stream reads);
+- ``synthesize-start``, ``synthesize-chunk``…, ``synthesize-stop``: the chunks go through
+  the incremental chunker (whole sentences); each sentence's ``audio-start`` / chunks /
+  ``audio-stop`` is sent as soon as it renders, then ``synthesize-stopped``. The
+  ``synthesize`` Home Assistant also sends inside a stream (for older servers) is ignored.
+- ``ping`` → ``pong``.
+
+A bad event is answered with an ``error`` event and the connection goes on; an event
+whose declared sizes exceed ``--max-body-bytes`` cannot be skipped safely and ends the
+connection after its ``error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.error import Error
+from wyoming.event import Event, async_write_event
+from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
+from wyoming.ping import Ping, Pong
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+)
+
+from voicestream.audio import ENGINE_SAMPLE_RATE
+from voicestream.protocol import DEFAULT_VOICE, ErrorCode, voice_catalog
+from voicestream.server.job import Listener
+from voicestream.server.requests import RequestRejected, SpeechService, SynthesisFailed
+from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice, admit, registered
+from voicestream.text import SENTENCES
+
+log = logging.getLogger(__name__)
+
+ROUTE = "wyoming"
+BUFFER_DELAY_S = 0.3
+"""How long streamed text the chunker cannot decide yet (a sentence before the next word
+arrives) waits before it is spoken as it is."""
+ATTRIBUTION = Attribution(name="hexgrad (Kokoro-82M)", url="https://github.com/hexgrad/kokoro")
+_STOPPED = object()
+"""The marker after a stream's last sentence: ``synthesize-stopped`` goes out there."""
+
+
+def wyoming_language(code: str) -> str:
+    """A voice's language as Wyoming servers name them (``en-us`` → ``en_US``)."""
+    language, _, region = code.partition("-")
+    return f"{language}_{region.upper()}" if region else language
+
+
+def info(service: SpeechService) -> Info:
+    voices = [
+        TtsVoice(name=voice.name, attribution=ATTRIBUTION, installed=True, description=voice.name,
+                 version=None, languages=[wyoming_language(voice.language)] if voice.language else [])
+        for voice in voice_catalog(service.engine.voices)
+    ]
+    program = TtsProgram(
+        name="voicestream", attribution=ATTRIBUTION, installed=True, version=None,
+        description="Kokoro-82M through voicestream", voices=voices, supports_synthesize_streaming=True,
+    )
+    return Info(tts=[program])
+
+
+def choose_voice(service: SpeechService, data: Any) -> str:
+    """The voice a ``voice`` object names: by ``name``, else the first of its ``language``."""
+    voice = data if isinstance(data, dict) else {}
+    name = voice.get("name")
+    if isinstance(name, str) and name:
+        return name
+    language = voice.get("language")
+    if isinstance(language, str) and language:
+        wanted = language.lower().replace("_", "-")
+        languages = {info.name: info.language or "" for info in voice_catalog(service.engine.voices)}
+        for match in (lambda code: code == wanted, lambda code: code.split("-")[0] == wanted.split("-")[0]):
+            for voice_name, code in languages.items():
+                if match(code):
+                    return voice_name
+        raise RequestRejected(ErrorCode.UNSUPPORTED_LANGUAGE, f"No voice speaks {language!r}.")
+    return DEFAULT_VOICE
+
+
+class BadEvent(Exception):
+    """An event that breaks the framing or the event's own shape; ``fatal`` ends the connection."""
+
+    def __init__(self, message: str, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.fatal = fatal
+
+
+class WyomingConnection:
+    """One client: events are read and answered at once, audio is sent in order by a second task."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, service: SpeechService, listener: Listener,
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.service = service
+        self.listener = listener
+        self._utterances: asyncio.Queue[StreamedSpeech | Event] = asyncio.Queue()
+        self._stream: StreamedSpeech | None = None
+        self._refused_stream = False
+        """``synthesize-start`` was refused: its chunks are dropped without more errors."""
+        self._count = 0
+        self._current: StreamedSpeech | None = None
+        self._write_lock = asyncio.Lock()
+
+    @property
+    def idle(self) -> bool:
+        return self._utterances.empty() and self._current is None and self._stream is None
+
+    def go_away(self) -> None:
+        self.writer.close()
+
+    async def run(self) -> None:
+        sender = asyncio.create_task(self._send_loop(), name="wyoming-sender")
+        try:
+            while True:
+                try:
+                    event = await self._read_event()
+                except BadEvent as bad:
+                    await self._error(ErrorCode.INVALID_MESSAGE, str(bad))
+                    if bad.fatal:
+                        return
+                    continue
+                if event is None:
+                    return
+                await self._handle(event)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            for speech in (self._stream, self._current):
+                if speech is not None:
+                    speech.cancel()
+            while not self._utterances.empty():
+                item = self._utterances.get_nowait()
+                if isinstance(item, StreamedSpeech):
+                    item.cancel()
+            sender.cancel()
+            await asyncio.gather(sender, return_exceptions=True)
+            self.writer.close()
+            with contextlib.suppress(Exception):
+                await self.writer.wait_closed()
+
+    async def _read_event(self) -> Event | None:
+        """The next event, read with the limits the HTTP routes have; None at the end."""
+        limit = self.service.settings.max_body_bytes
+        try:
+            line = await self.reader.readline()
+        except ValueError:  # a header line longer than the reader's limit
+            raise BadEvent(f"An event header is longer than {limit} bytes.", fatal=True) from None
+        if not line:
+            return None
+        try:
+            header = json.loads(line)
+            if not isinstance(header, dict) or not isinstance(header.get("type"), str):
+                raise TypeError
+        except (ValueError, TypeError):
+            raise BadEvent("An event header must be one JSON object with a type, on one line.") from None
+        sizes = [header.get("data_length") or 0, header.get("payload_length") or 0]
+        if any(isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= limit for size in sizes):
+            raise BadEvent(f"data_length and payload_length must be whole numbers up to {limit}.", fatal=True)
+        data = header.get("data") if isinstance(header.get("data"), dict) else {}
+        if sizes[0]:
+            try:
+                extra = json.loads(await self.reader.readexactly(sizes[0]))
+                if not isinstance(extra, dict):
+                    raise TypeError
+            except (ValueError, TypeError):
+                if sizes[1]:
+                    await self.reader.readexactly(sizes[1])
+                raise BadEvent("An event's data must be a JSON object.") from None
+            data = {**data, **extra}
+        payload = await self.reader.readexactly(sizes[1]) if sizes[1] else None
+        return Event(type=header["type"], data=data, payload=payload)
+
+    async def _handle(self, event: Event) -> None:
+        try:
+            if Describe.is_type(event.type):
+                await self._write(info(self.service).event())
+            elif Ping.is_type(event.type):
+                await self._write(Pong(text=Ping.from_event(event).text).event())
+            elif Synthesize.is_type(event.type):
+                if self._stream is None and not self._refused_stream:
+                    speech = self._open(event.data.get("voice"))
+                    speech.say(_text(event.data))
+                    speech.end()
+                    self._utterances.put_nowait(speech)
+            elif SynthesizeStart.is_type(event.type):
+                self._start_stream(event.data.get("voice"))
+            elif SynthesizeChunk.is_type(event.type):
+                text = _text(event.data, blank_ok=True)
+                if self._stream is not None:
+                    self._stream.feed(text)
+                elif not self._refused_stream:
+                    raise BadEvent("synthesize-chunk outside a stream: send synthesize-start first.")
+            elif SynthesizeStop.is_type(event.type):
+                self._stop_stream()
+            else:
+                raise BadEvent(f"Unsupported event type {event.type!r} (this is a text-to-speech server).")
+        except BadEvent as bad:
+            await self._error(ErrorCode.INVALID_MESSAGE, str(bad))
+        except RequestRejected as rejected:
+            await self._error(rejected.code, rejected.message)
+
+    def _open(self, voice_data: Any) -> StreamedSpeech:
+        voice = choose_voice(self.service, voice_data)
+        self.service.check("a", voice, 1.0)
+        self._count += 1
+        return StreamedSpeech(
+            self.service, Voice(voice, 1.0, None), Output("pcm16", ENGINE_SAMPLE_RATE), self.listener, ROUTE,
+            f"wyoming-{self._count}", SENTENCES, BUFFER_DELAY_S,
+        )
+
+    def _start_stream(self, voice_data: Any) -> None:
+        if self._stream is not None:
+            self._stop_stream()
+        self._refused_stream = False
+        try:
+            self._stream = self._open(voice_data)
+        except RequestRejected:
+            self._refused_stream = True
+            raise
+        self._utterances.put_nowait(self._stream)
+
+    def _stop_stream(self) -> None:
+        if self._stream is None:
+            if not self._refused_stream:
+                raise BadEvent("synthesize-stop outside a stream: send synthesize-start first.")
+            self._refused_stream = False
+            return
+        self._stream.flush()
+        self._stream.mark(_STOPPED)
+        self._stream.end()
+        self._stream = None
+
+    async def _send_loop(self) -> None:
+        while True:
+            speech = await self._utterances.get()
+            self._current = speech
+            try:
+                async for item in speech:
+                    if isinstance(item, Spoken):
+                        await self._send_audio(item)
+                    else:
+                        await self._write(SynthesizeStopped().event())
+            except RequestRejected as rejected:
+                await self._error(rejected.code, rejected.message)
+            except SynthesisFailed as failure:
+                await self._error(failure.code, failure.message)
+            finally:
+                self._current = None
+
+    async def _send_audio(self, spoken: Spoken) -> None:
+        audio = {"rate": ENGINE_SAMPLE_RATE, "width": 2, "channels": 1}
+        await self._write(AudioStart(**audio).event())
+        async for data in spoken.stream:
+            await self._write(AudioChunk(audio=data, **audio).event())
+        await self._write(AudioStop().event())
+
+    async def _write(self, event: Event) -> None:
+        async with self._write_lock:
+            await async_write_event(event, self.writer)
+
+    async def _error(self, code: ErrorCode | str, message: str) -> None:
+        self.service.metrics.errors.labels(code=str(code)).inc()
+        await self._write(Error(text=message, code=str(code)).event())
+
+
+def _text(data: dict[str, Any], blank_ok: bool = False) -> str:
+    text = data.get("text")
+    if not isinstance(text, str) or not (blank_ok or text.strip()):
+        raise BadEvent("text must be a string" + ("" if blank_ok else " with words to speak") + ".")
+    return text
+
+
+async def serve_wyoming(
+    host: str, port: int, service: Callable[[], Awaitable[SpeechService | None]], max_line_bytes: int,
+) -> asyncio.Server:
+    """Listen for Wyoming clients; each waits for the model (``service``) before it is served."""
+
+    async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        ready = await service()
+        listener = None if ready is None else admit(ready)
+        if ready is None or listener is None:
+            why = "is shutting down or busy" if ready is not None else "has not loaded the model yet"
+            with contextlib.suppress(Exception):
+                refusal = Error(text=f"The server {why}; try again shortly.", code=ErrorCode.BUSY.value)
+                async with asyncio.timeout(5):
+                    await async_write_event(refusal.event(), writer)
+            writer.close()
+            return
+        connection = WyomingConnection(reader, writer, ready, listener)
+        async with registered(ready, connection, listener):
+            try:
+                await connection.run()
+            except Exception:
+                log.exception("a Wyoming connection failed")
+
+    return await asyncio.start_server(connected, host, port, limit=max_line_bytes)
+

@@ -292,3 +292,21 @@ async def test_an_idle_socket_is_closed_once_its_audio_is_out(make_speech_server
         with pytest.raises(ConnectionClosedOK):
             await asyncio.wait_for(ws.recv(), 30)
     assert len(audio) / 48000 > 1.0
+
+
+async def test_add_timestamps_times_every_word_before_its_audio(speech_server: str) -> None:
+    """Cartesia's ``timestamps`` answers: every word of a context streamed in pieces, in
+    order, each batch before the audio it times, counted from the start of the context."""
+    text = "Timestamps come first, then audio. A second sentence follows them."
+    async with connect(ws_url(speech_server), max_size=None) as ws:
+        pieces = text.split(" ")
+        for index, word in enumerate(pieces):
+            more = index < len(pieces) - 1
+            await ws.send(_message("t", word + (" " if more else ""), **{"continue": more, "add_timestamps": True}))
+        answers, _ = await _until_done(ws, "t")
+    kinds = [answer["type"] for answer in answers]
+    assert kinds.index("timestamps") < kinds.index("chunk")
+    stamps = [a["word_timestamps"] for a in answers if a["type"] == "timestamps"]
+    assert [w for s in stamps for w in s["words"]] == pieces
+    starts = [t for s in stamps for t in s["start"]]
+    assert starts == sorted(starts) and starts[0] >= 0

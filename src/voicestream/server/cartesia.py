@@ -17,8 +17,9 @@ shapes where the two differ:
   when they cut sentences themselves).
 
 Model ids and ``Cartesia-Version`` are accepted and ignored; voice ids are Kokoro voices
-or blends (``af_heart``, ``af_bella+am_adam``). Word timestamps are not sent yet (the
-engine gives no word times); ``add_timestamps`` is accepted and answered with audio only.
+or blends (``af_heart``, ``af_bella+am_adam``). With ``add_timestamps`` the words of each
+piece go out as a ``timestamps`` message before the audio they time (seconds from the
+start of the context's audio), as the core times them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping
@@ -116,6 +118,7 @@ class CartesiaRequest:
     continues: bool
     max_buffer_delay_ms: int
     flush: bool
+    add_timestamps: bool = False
 
 
 def _field[T](message: Mapping[str, Any], name: str, kind: type[T], default: T, context_id: str | None) -> T:
@@ -180,6 +183,7 @@ def parse_request(message: Mapping[str, Any], containers: tuple[str, ...] = ("ra
         continues=_field(message, "continue", bool, False, context_id),
         max_buffer_delay_ms=delay,
         flush=_field(message, "flush", bool, False, context_id),
+        add_timestamps=_field(message, "add_timestamps", bool, False, context_id),
     )
 
 
@@ -195,8 +199,12 @@ class _Context:
         assert request.context_id is not None
         self.id = request.context_id
         self.socket = socket
+        self.add_timestamps = request.add_timestamps
+        self.spoken_s = 0.0
+        """Audio of this context sent so far: Cartesia's word times count from its start."""
+        output = dataclasses.replace(request.output.output(), word_timestamps=request.add_timestamps)
         self.speech = StreamedSpeech(
-            socket.service, request.voice, request.output.output(), socket.listener, ROUTE, self.id,
+            socket.service, request.voice, output, socket.listener, ROUTE, self.id,
             LATENCY_SCHEDULE, request.max_buffer_delay_ms / 1000,
         )
         self.flushes = 0
@@ -235,13 +243,28 @@ class _Context:
 
     async def _send_audio(self, stream: AudioStream) -> None:
         started = time.monotonic()
-        async for data in stream:
-            if self.speech.cancelled:
-                return
-            await self.socket.emit({
-                "type": "chunk", "context_id": self.id, "data": base64.b64encode(data).decode("ascii"),
-                "done": False, "status_code": 206, "step_time": round((time.monotonic() - started) * 1000, 1),
-            })
+        async with contextlib.aclosing(stream.chunks()) as chunks:
+            async for chunk in chunks:
+                if self.speech.cancelled:
+                    return
+                if chunk.words and self.add_timestamps:
+                    await self.socket.emit({
+                        "type": "timestamps", "context_id": self.id, "done": False, "status_code": 206,
+                        "word_timestamps": {
+                            "words": [w.word for w in chunk.words],
+                            "start": [round(self.spoken_s + w.start_s, 3) for w in chunk.words],
+                            "end": [round(self.spoken_s + w.end_s, 3) for w in chunk.words],
+                        },
+                    })
+                if chunk.data:
+                    await self._emit_chunk(chunk.data, started)
+        self.spoken_s += stream.job.audio_seconds
+
+    async def _emit_chunk(self, data: bytes, started: float) -> None:
+        await self.socket.emit({
+            "type": "chunk", "context_id": self.id, "data": base64.b64encode(data).decode("ascii"),
+            "done": False, "status_code": 206, "step_time": round((time.monotonic() - started) * 1000, 1),
+        })
 
 
 class CartesiaSocket:

@@ -54,6 +54,8 @@ class Output:
     format: str
     sample_rate: int
     encoder: Callable[[], StreamEncoder] | None = None
+    word_timestamps: bool = False
+    """Time each piece's words (`RenderedChunk.words`)."""
 
 
 def start_job(
@@ -64,7 +66,7 @@ def start_job(
     so a custom encoder replaces the one it made before any worker has seen the job (nothing
     awaits in between): the verb the core should offer is ``start(..., encoder=...)``."""
     job = service.start(text, voice.voice, voice.speed, listener, request_id, route,
-                        output.format, output.sample_rate, voice.language)
+                        output.format, output.sample_rate, voice.language, output.word_timestamps)
     if output.encoder is not None:
         job.encoder = output.encoder()
     return job

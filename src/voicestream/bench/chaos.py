@@ -266,6 +266,94 @@ async def fault_never_reads(base_url: str, server_pid: int, seconds: float = 15.
     return f"{verdict}: server memory {grown:+.0f} MB over {seconds:g} s; another session completed: {other.completed}"
 
 
+async def _non_reader(base_url: str) -> ClientConnection:
+    """A session whose client never reads (tiny receive buffer, reading paused)."""
+    import socket
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    host, port = base_url.removeprefix("http://").split(":")
+    await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
+    hog = await connect(session_url(base_url), sock=sock, max_size=None, max_queue=1, compression=None)
+    hog.transport.pause_reading()
+    return hog
+
+
+async def _first_audio_s(base_url: str, text: str = "How soon do I hear this?") -> float | None:
+    """Seconds from sending one request to its first audio frame on a new session."""
+    async with connect(session_url(base_url), max_size=None) as ws:
+        started = time.monotonic()
+        await ws.send(json.dumps({"text": text, "request_id": "probe"}))
+        async with asyncio.timeout(120):
+            while True:
+                frame = await ws.recv()
+                if isinstance(frame, bytes):
+                    return time.monotonic() - started
+                if json.loads(frame)["type"] == "error":
+                    return None
+
+
+async def fault_many_never_read(base_url: str, server_pid: int, hogs: int = 64, seconds: float = 15.0) -> str:
+    """``hogs`` sessions that each queue four long requests and never read: each holds its
+    share of the server's budgets, memory stays bounded, and a session that reads is served
+    about as fast as on an idle server (goal: within 2x)."""
+    idle = await _first_audio_s(base_url)
+    before = process_usage(server_pid)[0]
+    sessions = [await _non_reader(base_url) for _ in range(hogs)]
+    try:
+        for hog in sessions:
+            for index in range(4):
+                await hog.send(json.dumps({"text": LONG_TEXT, "request_id": f"hog{index}"}))
+        await asyncio.sleep(seconds)
+        loaded = await _first_audio_s(base_url)
+        grown = (process_usage(server_pid)[0] - before) / 1024
+        peak = await _metric(base_url, "voicestream_peak_listener_buffered_bytes") / 1024
+    finally:
+        for hog in sessions:
+            hog.transport.abort()
+    if idle is None or loaded is None:
+        return f"FAILED: a reading session was refused (idle {idle}, beside the hogs {loaded})"
+    verdict = "ok" if loaded <= 2 * idle and grown < 500 else "FAILED"
+    return (f"{verdict}: server memory {grown:+.0f} MB, most held by one session {peak:.0f} KiB; another "
+            f"session's first audio {loaded * 1000:.0f} ms beside them, {idle * 1000:.0f} ms idle "
+            f"({loaded / idle:.2f}x)")
+
+
+ADVERSARIAL_TEXTS = ("$" * 20_000, "1" * 20_000, "a" * 20_000, "[" * 20_000, "a. " * 6_666, "-" * 20_000)
+"""Texts that froze the server for seconds while its normalizer's patterns were quadratic."""
+
+
+async def fault_adversarial_texts(base_url: str, server_pid: int) -> str:
+    """The longest adversarial texts at once: /ping keeps answering, memory is given back."""
+    import httpx
+
+    before = process_usage(server_pid)[0]
+    pinged = asyncio.Event()
+    async with httpx.AsyncClient(timeout=120) as client:
+
+        async def speak(text: str) -> int:
+            async with client.stream("POST", f"{base_url}/invocations",
+                                     json={"text": text, "stream": True, "format": "pcm16"}) as response:
+                await pinged.wait()
+                return response.status_code
+
+        speaking = [asyncio.create_task(speak(text)) for text in ADVERSARIAL_TEXTS]
+        worst = 0.0
+        for _ in range(20):
+            started = time.monotonic()
+            await client.get(f"{base_url}/ping")
+            worst = max(worst, time.monotonic() - started)
+            await asyncio.sleep(0.1)
+        pinged.set()
+        statuses = await asyncio.gather(*speaking)
+    freed = await _until_idle(base_url, 60)
+    grown = (process_usage(server_pid)[0] - before) / 1024
+    ok = worst < 0.25 and freed is not None and all(status == 200 for status in statuses)
+    return (f"{'ok' if ok else 'FAILED'}: slowest /ping {worst * 1000:.0f} ms during {len(ADVERSARIAL_TEXTS)} "
+            f"texts of 20,000 characters; statuses {sorted(set(statuses))}; server memory {grown:+.0f} MB")
+
+
 async def fault_sigterm(base_url: str, process: asyncio.subprocess.Process) -> str:
     """SIGTERM during synthesis: the request finishes, the session closes with 1001, exit."""
     import signal
@@ -356,7 +444,7 @@ async def run_chaos(
     base_url = f"http://127.0.0.1:{port}"
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "voicestream.cli", "serve", "--port", str(port), "--log-level", "warning",
-        "--max-sessions", str(max(64, sessions + 8)), *serve_args,
+        "--max-sessions", str(max(72, sessions + 8)), *serve_args,
     )
     try:
         async with asyncio.timeout(180), httpx.AsyncClient() as client:
@@ -371,6 +459,8 @@ async def run_chaos(
         faults = {
             "client disconnects mid-stream": await fault_disconnect(base_url),
             "client never reads (3 long requests)": await fault_never_reads(base_url, process.pid),
+            "64 sessions never read (4 long requests each)": await fault_many_never_read(base_url, process.pid),
+            "adversarial texts (20,000 characters each)": await fault_adversarial_texts(base_url, process.pid),
         }
         soaked = await soak(base_url, sessions, duration_s, process.pid)
         faults["SIGTERM during synthesis"] = await fault_sigterm(base_url, process)

@@ -15,7 +15,9 @@ from voicestream.client import AsyncAgentClient
 
 @pytest.mark.parametrize("content_type", ["text/plain;charset=UTF-8", "multipart/form-data; boundary=x", None])
 def test_a_body_that_is_not_typed_json_gets_415(agent_url: str, agent_app, content_type: str | None) -> None:
-    headers = {"Content-Type": content_type} if content_type else {}
+    """A browser's simple request is refused; an untyped body comes from a browser (an untyped
+    Blob) only with an Origin, which is what makes it refused."""
+    headers = {"Content-Type": content_type} if content_type else {"Origin": "https://page.example.test"}
     refused = httpx.post(f"{agent_url}/invocations", content=b'{"prompt":"Hi."}', headers=headers, timeout=30)
     assert refused.status_code == 415
     assert refused.json()["error"]["code"] == "unsupported_media_type"

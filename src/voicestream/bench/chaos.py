@@ -294,10 +294,25 @@ async def _first_audio_s(base_url: str, text: str = "How soon do I hear this?") 
                     return None
 
 
+async def _until_parked(base_url: str, timeout_s: float) -> float | None:
+    """Seconds until the server renders nothing for a second (every request left waits for
+    its client to read), or None if it is still rendering after ``timeout_s``."""
+    started = time.monotonic()
+    quiet = 0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            while quiet < 4:
+                quiet = quiet + 1 if await _metric(base_url, "voicestream_rendering_pieces") == 0 else 0
+                await asyncio.sleep(0.25)
+            return time.monotonic() - started
+    return None
+
+
 async def fault_many_never_read(base_url: str, server_pid: int, hogs: int = 64, seconds: float = 15.0) -> str:
-    """``hogs`` sessions that each queue four long requests and never read: each holds its
-    share of the server's budgets, memory stays bounded, and a session that reads is served
-    about as fast as on an idle server (goal: within 2x)."""
+    """``hogs`` sessions that each queue four long requests and never read: once they have
+    stalled (each holds its share of the server's budgets and no worker), memory stays
+    bounded and a session that reads is served about as fast as on an idle server (goal:
+    within 2x)."""
     idle = await _first_audio_s(base_url)
     before = process_usage(server_pid)[0]
     sessions = [await _non_reader(base_url) for _ in range(hogs)]
@@ -306,6 +321,7 @@ async def fault_many_never_read(base_url: str, server_pid: int, hogs: int = 64, 
             for index in range(4):
                 await hog.send(json.dumps({"text": LONG_TEXT, "request_id": f"hog{index}"}))
         await asyncio.sleep(seconds)
+        stalled_after = await _until_parked(base_url, 240)
         loaded = await _first_audio_s(base_url)
         grown = (process_usage(server_pid)[0] - before) / 1024
         peak = await _metric(base_url, "voicestream_peak_listener_buffered_bytes") / 1024
@@ -314,8 +330,9 @@ async def fault_many_never_read(base_url: str, server_pid: int, hogs: int = 64, 
             hog.transport.abort()
     if idle is None or loaded is None:
         return f"FAILED: a reading session was refused (idle {idle}, beside the hogs {loaded})"
-    verdict = "ok" if loaded <= 2 * idle and grown < 500 else "FAILED"
-    return (f"{verdict}: server memory {grown:+.0f} MB, most held by one session {peak:.0f} KiB; another "
+    verdict = "ok" if loaded <= 2 * idle and grown < 500 and stalled_after is not None else "FAILED"
+    return (f"{verdict}: all stalled after {stalled_after or 0:.0f} s; server memory {grown:+.0f} MB, most held "
+            f"by one session {peak:.0f} KiB; another "
             f"session's first audio {loaded * 1000:.0f} ms beside them, {idle * 1000:.0f} ms idle "
             f"({loaded / idle:.2f}x)")
 

@@ -46,6 +46,6 @@ def test_phonemizing_marks_is_linear(phonemizer: Phonemizer, unit: str) -> None:
         return time.process_time() - start
 
     half, whole = (unit * (10_000 // len(unit)))[:10_000], (unit * (20_000 // len(unit)))[:20_000]
-    small, big = min(cpu_time(half) for _ in range(2)), min(cpu_time(whole) for _ in range(2))
-    assert big < 3 * small + 0.005, f"{unit!r}: {small:.3f} s, then {big:.3f} s at twice the length"
+    small, big = min(cpu_time(half) for _ in range(3)), min(cpu_time(whole) for _ in range(3))
+    assert big < 3 * small + 0.02, f"{unit!r}: {small:.3f} s, then {big:.3f} s at twice the length"
     assert big < 2.0

@@ -156,13 +156,13 @@ def test_a_weights_variant_is_staged_and_uploaded(no_aws: Path, monkeypatch: pyt
     weights = no_aws / "weights"
     (weights / "voices").mkdir(parents=True)
     (weights / "model_fp16.onnx").write_bytes(b"onnx")
-    (weights / "voices" / "af_heart.bin").write_bytes(b"voice")
+    (weights / "voices" / "zz_custom.bin").write_bytes(b"voice")  # a voice of one's own: not checked
     monkeypatch.setenv("VOICESTREAM_MODEL_DIR", str(weights))
     result = runner.invoke(infra_cli.speech_infra, ["deploy", "kokoro-82m", "--model-variant", "fp16", "--dry-run"])
     assert result.exit_code == 0, result.output
     staged = no_aws / "cdk.out" / "weights-fp16"
     assert (staged / "model.onnx").read_bytes() == b"onnx"
-    assert (staged / "voices" / "af_heart.bin").read_bytes() == b"voice"
+    assert (staged / "voices" / "zz_custom.bin").read_bytes() == b"voice"
     assert "Custom::CDKBucketDeployment" in {t for t, _ in _listed(result.stdout)}
 
 

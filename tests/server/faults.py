@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
 from voicestream.audio import StreamEncoder
 from voicestream.engine import KokoroEngine, Piece
 
@@ -36,10 +34,10 @@ class FaultyEngine:
             raise RuntimeError("injected fault: planning failed")
         return self._engine.plan(text, *args, **kwargs)
 
-    def render(self, piece: Piece, voice: str, speed: float, *args: Any) -> np.ndarray:
+    def render_timed(self, piece: Piece, voice: str, speed: float, *args: Any) -> Any:
         if RENDER_FAULT in piece.text:
             raise RuntimeError("injected fault: the model run failed")
-        return self._engine.render(piece, voice, speed, *args)
+        return self._engine.render_timed(piece, voice, speed, *args)
 
 
 class FinishFailsEncoder:

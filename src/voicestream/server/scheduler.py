@@ -382,8 +382,7 @@ class SynthesisScheduler:
         return _encode(job, audio, piece.last), audio.size / self.engine.sample_rate, piece.last, words
 
     def _render(self, job: SynthesisJob, piece: Piece, threads: int) -> tuple[np.ndarray, list[WordTiming]]:
-        if not job.word_timestamps:
-            return self.engine.render(piece, job.voice, job.speed, threads), []
+        """One model run (a piece planned without words comes back with none)."""
         rendered = self.engine.render_timed(piece, job.voice, job.speed, threads)
         return rendered.audio, rendered.words
 

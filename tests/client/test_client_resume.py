@@ -5,15 +5,12 @@ the suite's server on another port, named in the resume policy."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
+from tests.server.wire import serve_process
 
 from voicestream.client import (
     AudioChunk,
@@ -23,7 +20,6 @@ from voicestream.client import (
     SpeechSession,
     SpeechStarted,
 )
-from voicestream.server import free_port
 
 SENTENCES = [
     "The first sentence is long enough to be cut off while it is being spoken.",
@@ -34,28 +30,8 @@ SENTENCES = [
 
 @pytest.fixture
 def doomed_server(engine) -> Iterator[tuple[subprocess.Popen, str]]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "voicestream.cli", "serve", "--port", str(port), "--grace-s", "0",
-         "--model-dir", str(engine.files.model_path.parent), "--log-level", "warning"],
-        env={**os.environ, "VOICESTREAM_OFFLINE": "1"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/ping", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None, "the server exited while starting"
-            time.sleep(0.2)
-        yield process, url
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
+    with serve_process(engine.files.model_path.parent, "--grace-s", "0") as started:
+        yield started
 
 
 @pytest.mark.parametrize("ending", [signal.SIGKILL, signal.SIGTERM], ids=["killed", "drained-1001"])

@@ -4,47 +4,22 @@ work is refused, /ping says 503, sessions close with 1001, the process exits."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
-from tests.server.wire import WirePeer
+from tests.server.wire import WirePeer, serve_process
 from websockets.exceptions import ConnectionClosed
-
-from voicestream.server import free_port
 
 SPOKEN = " ".join(f"Sentence {n} is spoken while the server shuts down." for n in range(1, 5))
 
 
 @pytest.fixture
 def server_process(engine) -> Iterator[tuple[subprocess.Popen, str]]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "voicestream.cli", "serve", "--port", str(port), "--grace-s", "60",
-         "--model-dir", str(engine.files.model_path.parent), "--log-level", "warning"],
-        env={**os.environ, "VOICESTREAM_OFFLINE": "1"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/ping", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None, "the server exited while starting"
-            time.sleep(0.2)
-        yield process, url
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
+    with serve_process(engine.files.model_path.parent, "--grace-s", "60") as started:
+        yield started
 
 
 async def test_sigterm_lets_the_request_being_spoken_finish(server_process) -> None:

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,3 +111,35 @@ async def open_non_reader(base_url: str) -> ClientConnection:
     sock.setblocking(False)
     await asyncio.get_running_loop().sock_connect(sock, (address.hostname, address.port))
     return await connect(ws_url(base_url), sock=sock, max_size=None, max_queue=1, compression=None)
+
+
+@contextlib.contextmanager
+def serve_process(model_dir: object, *flags: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """A real `voicestream serve` process on a free 127.0.0.1 port, ready (``/ping`` 200);
+    killed when the block ends if it is still running."""
+    import httpx
+
+    from voicestream.server import free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "voicestream.cli", "serve", "--port", str(port), *flags,
+         "--model-dir", str(model_dir), "--log-level", "warning"],
+        env={**os.environ, "VOICESTREAM_OFFLINE": "1"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/ping", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None, "the server exited while starting"
+            time.sleep(0.2)
+        yield process, url
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)

@@ -10,6 +10,7 @@ use :meth:`KokoroEngine.plan` and :meth:`KokoroEngine.render`; scripts use
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections import deque
@@ -116,6 +117,7 @@ def _session(model: str | bytes, providers: list[str], threads: int) -> ort.Infe
     return ort.InferenceSession(model, options, providers=providers)
 
 
+@functools.cache
 def _shrinking_run_options() -> ort.RunOptions:
     """Run options that hand the CPU arena's memory back after each run.
 
@@ -123,7 +125,8 @@ def _shrinking_run_options() -> ort.RunOptions:
     server's memory only ratcheted up with every new sentence length (measured, two passes
     over four texts: 407 -> 1,196 MB); shrinking after each run keeps it flat (433 -> 434 MB)
     at the arena's speed within a run (CPU time 45.0 s against 41.2 s, within this machine's
-    noise; no arena at all cost 61.6 s). See docs/RELIABILITY.md.
+    noise; no arena at all cost 61.6 s; a one-off script, not a bench). Made once: every
+    piece's run shares it. See docs/RELIABILITY.md.
     """
     import onnxruntime as ort
 

@@ -46,6 +46,12 @@ async def test_answer_is_spoken_in_every_mode(mode, local_llm, speech_server, wh
         assert end["first_sentence_ms"] >= deltas[-1]["t_ms"]
     if mode == "batch":  # held back until the request completed, then sent at once
         assert chunks[-1]["t_ms"] - chunks[0]["t_ms"] < 50
+    # every sentence's word times come before its audio, in every mode (the page's highlight
+    # and its rule for what was heard need them)
+    timed = [e for e in events if e["type"] in ("word_timestamps", "audio_chunk")]
+    for sentence in {chunk["sentence"] for chunk in chunks}:
+        own = [e for e in timed if e["sentence"] == sentence]
+        assert own[0]["type"] == "word_timestamps" and own[0]["words"], own[:1]
     heard = transcribe(whisper, audio_bytes(events))
     assert word_error_rate(spoken_text(events), heard) <= MAX_WER, (spoken_text(events), heard)
     assert not _no_other_tasks()

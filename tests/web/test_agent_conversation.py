@@ -12,6 +12,7 @@ import pytest
 from playwright.sync_api import Request
 from tests.agent.llm_stubs import LLMStub, openai_echo_server
 from tests.web.browser import PageVisit
+from tests.web.highlights import check_highlights
 
 from voicestream.agent.app import AgentSettings, create_app, running_agent
 from voicestream.agent.llm import create_model
@@ -104,3 +105,33 @@ def test_a_question_while_the_answer_plays_cuts_it_where_the_listener_stopped(
     assert text == heard_on_page
     whole = " ".join(first.locator(".text").inner_text().split())
     assert text.startswith("You said: Tell me") and whole.startswith(text) and len(text) < len(whole)
+
+
+ANSWER_WORDS = """
+(index) => {
+  const view = window.voicestream.views[index];
+  return view.sentences.map(({ index: sentence, start, end }) => ({
+    sentence,
+    text: view.text.slice(start, end),
+    words: view.locatedWords(sentence).map((w) => ({
+      text: view.text.slice(w.start, w.end), found: w.found, start_s: w.startS, end_s: w.endS,
+    })),
+  }));
+}
+"""
+
+
+def test_the_word_being_spoken_is_highlighted_on_the_players_clock(visit, echo_agent_url):
+    opened = visit(f"{echo_agent_url}/")
+    ask(opened, "Read this to me slowly, word by word, please.")
+    opened.page.wait_for_selector(".turn:nth-child(1) .speaking .word", timeout=90_000)
+    opened.page.wait_for_selector(".turn:nth-child(1) article[data-done=true]", timeout=90_000)
+
+    sentences = opened.page.evaluate(ANSWER_WORDS, 0)
+    highlights = opened.page.evaluate("window.voicestream.views[0].highlights")
+    assert len(sentences) >= 2 and all(s["words"] for s in sentences), sentences
+    for sentence in sentences:
+        check_highlights(sentence["words"], [h for h in highlights if h["sentence"] == sentence["sentence"]])
+    # the words are the answer's own text, and no word stays lit once the answer has played
+    assert " ".join(w["text"] for s in sentences for w in s["words"] if w["found"]).startswith("You said:")
+    assert opened.page.locator(".turn:nth-child(1) .word").count() == 0

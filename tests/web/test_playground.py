@@ -1,12 +1,14 @@
 """The speech playground in Chromium against the real speech server: Live speaks each
 sentence while the next is being typed (the first is heard while the last is unfinished);
-Speak shows its time to first audio; Download saves the text in the chosen format."""
+Speak shows its time to first audio and highlights each word as it is heard; Download saves
+the text in the chosen format."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from tests.web.browser import SOUND_LEVEL
+from tests.web.highlights import check_highlights
 
 FIRST = "The first sentence is short."
 LAST = "And the last one is not finished until the first has been heard."
@@ -57,3 +59,31 @@ def test_speak_shows_first_audio_and_download_saves_the_format(visit, speech_ser
     assert saved.name == "voicestream.flac"
     assert saved.read_bytes()[:4] == b"fLaC"
     assert opened.hosts() == {"127.0.0.1"}, opened.requested
+
+
+SPOKEN_WORDS = """
+(() => {
+  const [request] = window.voicestream.requests.values();
+  return {
+    words: request.words.map((w) => ({ ...w, text: w.word, found: request.text.includes(w.word.trim()) })),
+    highlights: request.highlights,
+    played: request.duration !== null && request.playedTo >= request.duration - 0.1,
+  };
+})()
+"""
+
+
+def test_speak_highlights_each_word_as_it_is_heard(visit, speech_server):
+    opened = visit(f"{speech_server}/")
+    page = opened.page
+    page.fill("#text", "Every word lights up as it is heard. Then the next sentence follows.")
+
+    page.click("#speak")
+
+    page.wait_for_selector("#spoken .word", timeout=90_000)
+    assert page.evaluate("window.__ear.soundAt") is not None
+    page.wait_for_function(f"{SPOKEN_WORDS}.played", timeout=90_000)  # to its last report
+    spoken = page.evaluate(SPOKEN_WORDS)
+    check_highlights(spoken["words"], spoken["highlights"])
+    assert [h["text"] for h in spoken["highlights"]][:2] == ["Every", "word"]
+    page.wait_for_selector("#spoken .word", state="detached", timeout=10_000)  # it ran dry: unlit

@@ -391,25 +391,23 @@ async def _text_task(
 async def _audio_task(
     answer: _Answer, connecting: asyncio.Task[SpeechSession], speech_timeout_s: float
 ) -> None:
-    held: list[AudioChunk] = []
+    held: list[AudioChunk | WordTimes] = []  # batch holds its audio, and its times go with it
     try:
         session = await connecting
         async for event in _events_while_alive(session, speech_timeout_s):
-            if isinstance(event, AudioChunk):
+            if isinstance(event, AudioChunk | WordTimes):
+                if isinstance(event, WordTimes):
+                    answer.turn.add_words(event.index, event.words)
                 if answer.request.mode == "batch":
                     held.append(event)
                 else:
-                    await _emit_audio(answer, event)
-            elif isinstance(event, WordTimes):
-                answer.turn.add_words(event.index, event.words)
-                if answer.request.mode != "batch":  # batch holds its audio: its times go with it
-                    await answer.emit(SentenceWords, sentence=event.index, words=event.words)
+                    await _emit_speech(answer, event)
             elif isinstance(event, SpeechCompleted):
                 answer.duration_s += event.total_duration_s
                 if event.index == 0:
                     answer.first_sentence_synthesis_s = event.elapsed_s
-                for chunk in held:
-                    await _emit_audio(answer, chunk)
+                for kept in held:
+                    await _emit_speech(answer, kept)
                 held.clear()
             elif isinstance(event, SpeechFailed):
                 raise event.error
@@ -457,6 +455,15 @@ async def _events_while_alive(
             upcoming.cancel()
             await asyncio.gather(upcoming, return_exceptions=True)
         await events.aclose()
+
+
+async def _emit_speech(answer: _Answer, event: AudioChunk | WordTimes) -> None:
+    """Pass one event of the speech session on to the caller: audio, or the word times that
+    come before it."""
+    if isinstance(event, WordTimes):
+        await answer.emit(SentenceWords, sentence=event.index, words=event.words)
+    else:
+        await _emit_audio(answer, event)
 
 
 async def _emit_audio(answer: _Answer, chunk: AudioChunk) -> None:

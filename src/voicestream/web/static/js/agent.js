@@ -23,6 +23,7 @@ let current = null; // the answer whose audio is playing: { view, ... }
 let controller = null;
 let recording = null;
 let interrupted = null; // { request_id, heard_ms } of the answer cut short, for the next question
+const views = []; // every answer of this conversation, oldest first (as many as on the page)
 
 /** The conversation's id: made once per conversation, kept while the tab lives. */
 function sessionId() {
@@ -38,6 +39,7 @@ async function newConversation() {
   await halt();
   sessionStorage.removeItem(SESSION_KEY);
   interrupted = null;
+  views.length = 0;
   ui.answers.replaceChildren();
   ui.answers.dataset.session = sessionId();
   showError("");
@@ -57,9 +59,10 @@ function showError(message) {
 async function ensurePlayer() {
   if (!player) {
     player = await PcmPlayer.create({ inputRate: SAMPLE_RATE });
-    window.voicestream = { player }; // for the console and the browser tests
+    window.voicestream = { player, views }; // for the console and the browser tests
     player.on("started", () => current?.started());
     player.on("tag", ({ tag }) => current?.view.speak(tag));
+    player.on("position", ({ tag, seconds }) => current?.view.speakAt(tag, seconds));
     player.on("stall-start", () => current?.stallStarted());
     player.on("stall-end", ({ seconds }) => current?.stallEnded(seconds));
     player.on("drained", () => current?.drained());
@@ -186,6 +189,9 @@ async function runAnswer(view, request, signal, session) {
         case "sentence":
           view.sentence(event.index, event.text);
           break;
+        case "word_timestamps":
+          view.words(event.sentence, event.words);
+          break;
         case "audio_chunk": {
           const bytes = base64Bytes(event.data);
           answer.audioSeconds += bytes.length / 2 / SAMPLE_RATE;
@@ -221,7 +227,7 @@ async function runAnswer(view, request, signal, session) {
 
 /** One turn of the conversation on the page: the question, then its answer (in compare
  * mode, one per mode). */
-function addTurn(input, views) {
+function addTurn(input, answerViews) {
   const turn = document.createElement("section");
   turn.className = "turn";
   const question = document.createElement("p");
@@ -229,7 +235,7 @@ function addTurn(input, views) {
   question.textContent = input.prompt ?? "(spoken question)";
   const answers = document.createElement("div");
   answers.className = "turn-answers";
-  answers.append(...views.map((view) => view.element));
+  answers.append(...answerViews.map((view) => view.element));
   turn.append(question, answers);
   ui.answers.append(turn);
   turn.scrollIntoView({ block: "nearest" });
@@ -243,8 +249,9 @@ async function submit(input) {
   const { signal } = controller;
   showError("");
   const modes = ui.mode.value === "compare" ? ["bidi", "batch"] : [ui.mode.value];
-  const views = modes.map((mode) => new AnswerView(mode));
-  const question = addTurn(input, views);
+  const turnViews = modes.map((mode) => new AnswerView(mode));
+  views.push(...turnViews);
+  const question = addTurn(input, turnViews);
   ui.stop.disabled = false;
   let request = { ...input, voice: ui.voice.value };
   if (interrupted) request.interrupted = interrupted;
@@ -253,7 +260,7 @@ async function submit(input) {
     for (const [i, mode] of modes.entries()) {
       // compare mode's second answer is asked apart, so that the conversation holds one
       const session = i === 0 ? sessionId() : `voicestream-${crypto.randomUUID()}`;
-      const transcript = await runAnswer(views[i], { ...request, mode }, signal, session);
+      const transcript = await runAnswer(turnViews[i], { ...request, mode }, signal, session);
       signal.throwIfAborted();
       if (transcript) {
         question.textContent = transcript;

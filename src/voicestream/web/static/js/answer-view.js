@@ -1,6 +1,9 @@
-// One answer on the page: what was heard, the text as it streams with the sentence being
-// spoken highlighted, the part the listener did not hear when they cut it short, the figures
-// measured in the page and a timeline of arrivals.
+// One answer on the page: what was heard, the text as it streams with the sentence and the
+// word being spoken highlighted (the word from the speech server's word times and the
+// player's own clock), the part the listener did not hear when they cut it short, the
+// figures measured in the page and a timeline of arrivals.
+
+import { locateWords, wordAt } from "./words.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff";
@@ -49,6 +52,9 @@ export class AnswerView {
     this.text = "";
     this.sentences = [];
     this.speaking = null;
+    this.sentenceWords = new Map(); // sentence index -> [{ word, start_s, end_s }], in order
+    this.word = null; // the word being spoken: { sentence, start, end } in `text`, or null
+    this.highlights = []; // every word highlighted, with the player's clock (for the tests)
     this.heardChars = null; // where the listener stopped listening, an index in `text`
     this.marks = [];
     this.played = null;
@@ -78,34 +84,76 @@ export class AnswerView {
 
   speak(index) {
     this.speaking = index;
+    if (this.word?.sentence !== index) this.word = null;
     this.renderText();
+  }
+
+  /** The speech server's times for (more of) sentence `index`'s words, from the start of
+   * its audio. */
+  words(index, words) {
+    this.sentenceWords.set(index, [...(this.sentenceWords.get(index) ?? []), ...words]);
+  }
+
+  /** Sentence `index`'s timed words placed in `text` (words.js). */
+  locatedWords(index) {
+    const sentence = this.sentences.find((s) => s.index === index);
+    if (!sentence) return [];
+    const piece = this.text.slice(sentence.start, sentence.end);
+    return locateWords(piece, this.sentenceWords.get(index) ?? [])
+      .map((w) => ({ ...w, start: sentence.start + w.start, end: sentence.start + w.end }));
+  }
+
+  /** The player is `seconds` into sentence `index`'s audio: highlight the word spoken then. */
+  speakAt(index, seconds) {
+    if (this.heardChars !== null) return;
+    const word = wordAt(this.locatedWords(index), seconds);
+    const next = word ? { sentence: index, start: word.start, end: word.end } : null;
+    if (next?.start === this.word?.start && next?.sentence === this.word?.sentence) return;
+    this.word = next;
+    if (word) {
+      this.highlights.push({ sentence: index, seconds, text: this.text.slice(word.start, word.end), start_s: word.startS, end_s: word.endS });
+    }
+    this.renderText();
+  }
+
+  /** Where each word of sentence `index` ends: [index in `text` just after it, when its
+   * audio ends]. From the word times where the sentence has them; otherwise its `seconds`
+   * of audio shared over its characters (a word ends at the share its last character
+   * reaches). */
+  wordEnds(index, seconds) {
+    if (this.sentenceWords.get(index)?.length) return this.locatedWords(index).map((w) => [w.end, w.endS]);
+    const { start, end } = this.sentences.find((s) => s.index === index);
+    const piece = this.text.slice(start, end);
+    return [...piece.matchAll(WORD)].map((w) => {
+      const wordEnd = w.index + w[0].length;
+      return [start + wordEnd, (seconds * wordEnd) / piece.length];
+    });
   }
 
   /** The listener stopped after `heardSeconds` of audio; `sentenceSeconds` maps each
    * sentence's index to its audio's length. What they heard ends after the last word whose
-   * audio had ended: the agent's rule (conversation.heard_text), each sentence's duration
-   * shared over its characters. The rest is shown as not heard. */
+   * audio had ended: the agent's rule (conversation.heard_text), so that the page and the
+   * agent's memory agree. The rest is shown as not heard. */
   cut(heardSeconds, sentenceSeconds) {
     let offset = 0;
     let heard = 0;
     for (const { index, start, end } of this.sentences) {
       const seconds = sentenceSeconds.get(index) ?? 0;
-      const piece = this.text.slice(start, end);
-      if (seconds <= 0 || !piece.length) break;
+      if (seconds <= 0 || start >= end) break;
       let whole = true;
-      for (const word of piece.matchAll(WORD)) {
-        const wordEnd = word.index + word[0].length;
-        if (offset + (seconds * wordEnd) / piece.length > heardSeconds + 1e-9) {
+      for (const [wordEnd, endS] of this.wordEnds(index, seconds)) {
+        if (offset + endS > heardSeconds + 1e-9) {
           whole = false;
           break;
         }
-        heard = start + wordEnd;
+        if (wordEnd > start) heard = wordEnd;
       }
       if (!whole) break;
       offset += seconds;
     }
     this.heardChars = heard;
     this.speaking = null;
+    this.word = null;
     this.element.dataset.interrupted = "true";
     this.element.dataset.heardMs = String(Math.round(heardSeconds * 1000));
     this.renderText();
@@ -120,7 +168,16 @@ export class AnswerView {
       if (start > cursor) parts.push(document.createTextNode(this.text.slice(cursor, start)));
       const span = document.createElement("span");
       span.dataset.sentence = index;
-      span.textContent = this.text.slice(Math.max(start, cursor), Math.min(end, limit));
+      const [from, to] = [Math.max(start, cursor), Math.min(end, limit)];
+      const word = this.word?.sentence === index ? this.word : null;
+      if (word && from <= word.start && word.end <= to) {
+        const mark = document.createElement("span");
+        mark.className = "word";
+        mark.textContent = this.text.slice(word.start, word.end);
+        span.append(this.text.slice(from, word.start), mark, this.text.slice(word.end, to));
+      } else {
+        span.textContent = this.text.slice(from, to);
+      }
       if (index === this.speaking) span.className = "speaking";
       parts.push(span);
       cursor = Math.max(cursor, Math.min(end, limit));

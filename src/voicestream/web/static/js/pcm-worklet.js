@@ -4,12 +4,16 @@
 // plays, when a chunk with a new tag (a sentence, a request) starts, when it runs dry before
 // the stream ended (a stall) and for how long, and when everything has played. Its position
 // (input samples played since the last clear) is the page's clock for what the listener heard:
-// a clear answers with it.
+// a clear answers with it, and while it plays it reports, every POSITION_FRAMES output frames,
+// how far into the current tag's audio it is (the word to highlight).
+
+const POSITION_FRAMES = 1024; // about 21 ms at 48 kHz
 
 class PcmPlayerProcessor extends AudioWorkletProcessor {
   constructor(options) {
     super();
-    this.step = options.processorOptions.inputRate / sampleRate;
+    this.inputRate = options.processorOptions.inputRate;
+    this.step = this.inputRate / sampleRate;
     this.reset();
     this.port.onmessage = (event) => this.receive(event.data);
   }
@@ -19,6 +23,8 @@ class PcmPlayerProcessor extends AudioWorkletProcessor {
     this.position = 0;
     this.consumed = 0; // input samples of the chunks already played through
     this.tag = null;
+    this.tagStart = 0; // input samples played when the current tag's audio began
+    this.sincePosition = 0;
     this.started = false;
     this.ended = false;
     this.drained = false;
@@ -32,17 +38,28 @@ class PcmPlayerProcessor extends AudioWorkletProcessor {
     } else if (message.type === "end") {
       this.ended = true;
     } else if (message.type === "clear") {
-      this.port.postMessage({ type: "cleared", played: this.consumed + Math.floor(this.position) });
+      this.port.postMessage({ type: "cleared", played: this.played() });
       this.reset();
     }
   }
 
   process(_inputs, outputs) {
     const output = outputs[0][0];
+    const playing = this.chunks.length > 0;
     for (let frame = 0; frame < output.length; frame++) {
       output[frame] = this.chunks.length ? this.nextSample() : this.silence();
     }
+    this.sincePosition += output.length;
+    if (playing && this.sincePosition >= POSITION_FRAMES) {
+      this.sincePosition = 0;
+      this.port.postMessage({ type: "position", tag: this.tag, seconds: (this.played() - this.tagStart) / this.inputRate });
+    }
     return true;
+  }
+
+  /** Input samples played since the last clear. */
+  played() {
+    return this.consumed + Math.floor(this.position);
   }
 
   nextSample() {
@@ -57,6 +74,7 @@ class PcmPlayerProcessor extends AudioWorkletProcessor {
     }
     if (chunk.tag !== this.tag) {
       this.tag = chunk.tag;
+      this.tagStart = this.played();
       this.port.postMessage({ type: "tag", tag: chunk.tag });
     }
     const samples = chunk.samples;

@@ -29,7 +29,8 @@ export class PcmPlayer {
     };
   }
 
-  /** `callback(message)` for "started", "tag", "stall-start", "stall-end", "drained". */
+  /** `callback(message)` for "started", "tag", "position" (`tag`, `seconds` into that tag's
+   * audio, as played), "stall-start", "stall-end", "drained". */
   on(type, callback) {
     this.listeners.set(type, [...(this.listeners.get(type) ?? []), callback]);
   }

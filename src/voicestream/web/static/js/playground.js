@@ -1,9 +1,11 @@
-// The speech playground: the speech server's WebSocket session, heard in the page.
+// The speech playground: the speech server's WebSocket session, heard in the page, with the
+// word being spoken highlighted (the session's word times on the player's own clock).
 
 import { postJson } from "./api.js";
 import { PcmPlayer } from "./player.js";
 import { SpeechSocket } from "./speech-socket.js";
 import { fillVoices } from "./voices.js";
+import { locateWords, wordAt } from "./words.js";
 
 const SAMPLE_RATE = 24000;
 const LIVE_PAUSE_MS = 700;
@@ -19,7 +21,8 @@ let counter = 0;
 let liveCursor = 0;
 let liveTimer = null;
 let playing = null; // id of the request whose frames are arriving
-const requests = new Map(); // id -> { text, sentAt, heardAt, cancelled, item }
+// id -> { text, sentAt, heardAt, cancelled, item, words, word, highlights, duration, playedTo }
+const requests = new Map();
 
 function showError(message) {
   ui.status.textContent = message;
@@ -28,6 +31,10 @@ function showError(message) {
 const socket = new SpeechSocket({
   control(frame) {
     if (frame.type === "synthesis_start") playing = frame.request_id;
+    else if (frame.type === "word_timestamps") requests.get(frame.request_id)?.words.push(...frame.words);
+    else if (frame.type === "synthesis_complete" && requests.has(frame.request_id)) {
+      requests.get(frame.request_id).duration = frame.total_duration_s;
+    }
     else if (frame.type === "error") showError(`${frame.code}: ${frame.message}`);
   },
   audio(bytes) {
@@ -44,6 +51,8 @@ async function ensurePlayer() {
     player = await PcmPlayer.create({ inputRate: SAMPLE_RATE });
     window.voicestream = { player, requests }; // for the console and the browser tests
     player.on("tag", ({ tag }) => heard(tag));
+    player.on("position", ({ tag, seconds }) => highlight(tag, seconds));
+    player.on("stall-start", () => { for (const id of requests.keys()) highlight(id, null); });
     const meter = () => {
       ui.level.value = player.level();
       requestAnimationFrame(meter);
@@ -58,19 +67,50 @@ function heard(id) {
   if (!request || request.heardAt !== null) return;
   request.heardAt = performance.now();
   const ms = Math.round(request.heardAt - request.sentAt);
-  request.item.textContent = `${request.text} (first audio after ${ms} ms)`;
+  request.item.querySelector(".note").textContent = ` (first audio after ${ms} ms)`;
   if (request.first) ui.ttfa.textContent = `${ms} ms`;
+}
+
+/** Request `id`'s audio is playing, `seconds` in (null: it stopped): mark its word then. */
+function highlight(id, seconds) {
+  const request = requests.get(id);
+  if (!request) return;
+  if (seconds !== null) request.playedTo = seconds;
+  for (const [other, each] of requests) if (other !== id) showWord(each, null);
+  const word = seconds === null ? undefined : wordAt(locateWords(request.text, request.words), seconds);
+  if (word && word.start !== request.word?.start) {
+    request.highlights.push({ seconds, text: request.text.slice(word.start, word.end), start_s: word.startS, end_s: word.endS });
+  }
+  showWord(request, word ?? null);
+}
+
+function showWord(request, word) {
+  if (word?.start === request.word?.start) return;
+  request.word = word;
+  const said = request.item.querySelector(".said");
+  if (!word) {
+    said.textContent = request.text;
+    return;
+  }
+  const mark = document.createElement("span");
+  mark.className = "word";
+  mark.textContent = request.text.slice(word.start, word.end);
+  said.replaceChildren(request.text.slice(0, word.start), mark, request.text.slice(word.end));
 }
 
 async function synthesize(text, { first }) {
   const id = `p${++counter}`;
   const item = document.createElement("li");
-  item.textContent = text;
+  item.innerHTML = '<span class="said"></span><small class="note"></small>';
+  item.querySelector(".said").textContent = text;
   ui.spoken.append(item);
-  requests.set(id, { text, sentAt: performance.now(), heardAt: null, cancelled: false, first, item });
+  requests.set(id, {
+    text, sentAt: performance.now(), heardAt: null, cancelled: false, first, item,
+    words: [], word: null, highlights: [], duration: null, playedTo: 0,
+  });
   await socket.send({
     type: "synthesize", request_id: id, text, voice: ui.voice.value,
-    speed: Number(ui.speed.value), format: "pcm16", sample_rate: SAMPLE_RATE,
+    speed: Number(ui.speed.value), format: "pcm16", sample_rate: SAMPLE_RATE, word_timestamps: true,
   });
 }
 
@@ -84,6 +124,7 @@ async function speak() {
   showError("");
   await ensurePlayer();
   await stopAll();
+  requests.clear(); // what is left of them is dropped as it arrives
   ui.spoken.replaceChildren();
   ui.ttfa.textContent = "…";
   const text = ui.text.value.trim();

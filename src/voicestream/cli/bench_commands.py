@@ -43,6 +43,16 @@ def bench_rtf(
     publish(measure_rtf(files, threads, trials, model_dir=model_dir), json_file, plot_file)
 
 
+@bench_app.command("ort")
+def bench_ort(trials: Trials = 7, model_dir: ModelDir = None, json_file: JsonFile = None, plot_file: PlotFile = None) -> None:
+    """ONNX Runtime session settings one at a time (spinning, arena, optimization level,
+    a pre-optimized graph): load time, run time and CPU time against the shipped ones."""
+    from voicestream.bench.ort_settings import measure_ort_settings
+    from voicestream.bench.report import publish
+
+    publish(measure_ort_settings(load_engine(model_dir), trials), json_file, plot_file)
+
+
 @bench_app.command("words")
 def bench_words(
     language: Annotated[

@@ -26,7 +26,7 @@ from voicestream.bench.report import Report, Table, machine_context, progress
 from voicestream.bench.texts import LONE_SENTENCE
 from voicestream.engine import KokoroEngine
 from voicestream.engine.graph import load_graph
-from voicestream.engine.kokoro import max_run_threads
+from voicestream.engine.kokoro import max_run_threads, session_options
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -80,15 +80,10 @@ VARIANTS = (
 
 
 def _options(threads: int, variant: Variant) -> ort.SessionOptions:
-    """The engine's session options (`kokoro._session`) with ``variant``'s one change."""
+    """The engine's session options with ``variant``'s one change."""
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options = session_options(threads)
     variant.change(options)
     if variant.preoptimized:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

@@ -106,6 +106,14 @@ def split_sentences(text: str) -> list[str]:
 def _session(model: str | bytes, providers: list[str], threads: int) -> ort.InferenceSession:
     import onnxruntime as ort
 
+    return ort.InferenceSession(model, session_options(threads), providers=providers)
+
+
+def session_options(threads: int) -> ort.SessionOptions:
+    """The engine's session settings (`voicestream bench ort` measures each against its
+    alternatives)."""
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
@@ -114,7 +122,7 @@ def _session(model: str | bytes, providers: list[str], threads: int) -> ort.Infe
     # Idle worker threads sleep instead of spinning: on a few shared cores a spinning pool
     # takes CPU from the LLM and the other runs between this session's runs.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(model, options, providers=providers)
+    return options
 
 
 @functools.cache

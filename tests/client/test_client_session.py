@@ -66,7 +66,10 @@ async def test_speak_streams_sentence_by_sentence_over_one_session(warm_server: 
             if isinstance(event, AudioChunk) and first_audio_at is None:
                 first_audio_at = time.perf_counter()
                 assert event.index == 0
-                assert len(text.fed_at) == sentence_3_starts_at_word  # the third is not written yet
+                # heard after the first sentence was written and before the third was: the
+                # text holds at the third until now (on a fast machine even the second may
+                # still be unfinished)
+                assert len(SENTENCES[0].split(" ")) <= len(text.fed_at) <= sentence_3_starts_at_word
                 text.release.set()
     assert session.state is SessionState.CLOSED
     assert first_audio_at is not None

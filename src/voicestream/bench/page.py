@@ -136,12 +136,14 @@ class PageReport:
     start_buffers_ms: list[int]
     trials_per_buffer: int
     max_tokens: int
+    machine: dict[str, object]
+    """`machine_context()` taken before the run (its load average is the run's start)."""
 
     def to_report(self) -> Report:
         report = Report(
             "page",
             context={
-                **machine_context(),
+                **self.machine,
                 "trials": self.trials_per_buffer,
                 "start buffers ms": self.start_buffers_ms,
                 "max tokens": self.max_tokens,
@@ -246,6 +248,7 @@ def measure_page(
     from voicestream.agent.llm import create_model
 
     quiet_agentcore_logs()
+    machine = machine_context()
     llm = create_model("local", max_tokens=max_tokens, seed=LLM_SEED)
     asked = [prompts[i % len(prompts)] for i in range(trials)]
     results: list[PageTrial] = []
@@ -263,7 +266,7 @@ def measure_page(
                 for prompt in asked:
                     results.append(_ask(page, buffer, prompt))
                     advance()
-    return PageReport(results, list(start_buffers_ms), trials, max_tokens)
+    return PageReport(results, list(start_buffers_ms), trials, max_tokens, machine)
 
 
 @contextlib.contextmanager

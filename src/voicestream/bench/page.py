@@ -22,7 +22,7 @@ import contextlib
 import re
 import statistics
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from voicestream.bench.chromium import SOUND_LEVEL, launch_chromium
@@ -218,9 +218,6 @@ class PageReport:
             if t.error:
                 lines.append(f"failed: {t.prompt!r} at {t.start_buffer_ms} ms: {t.error}")
         return lines
-
-    def as_json(self) -> list[dict[str, Any]]:
-        return [asdict(t) for t in self.trials]
 
 
 def _round(value: float | None) -> float | None:

@@ -8,25 +8,16 @@ check that none left 127.0.0.1.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import Browser, Page, Playwright
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--autoplay-policy=no-user-gesture-required",
-]
-SOUND_LEVEL = 0.01
-"""RMS above which the analyser hears sound: Kokoro's speech is around 0.05 to 0.2."""
+from voicestream.bench.chromium import SOUND_LEVEL, ChromiumMissing
+from voicestream.bench.chromium import launch_chromium as launch
+
+__all__ = ["SOUND_LEVEL", "PageVisit", "launch_chromium", "open_page"]
 
 EAR = f"""
 window.__ear = {{ peak: 0, soundAt: null, silentSince: null }};
@@ -61,10 +52,10 @@ class PageVisit:
 
 
 def launch_chromium(playwright: Playwright, *extra_args: str) -> Browser:
-    executable = shutil.which("chromium")
-    if executable is None:
-        pytest.fail("Debian's chromium is not installed (.ci/run installs it)")
-    return playwright.chromium.launch(executable_path=executable, args=[*CHROMIUM_ARGS, *extra_args])
+    try:
+        return launch(playwright, *extra_args)
+    except ChromiumMissing as missing:
+        pytest.fail(str(missing))
 
 
 def open_page(browser: Browser, url: str) -> PageVisit:

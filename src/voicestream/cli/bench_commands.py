@@ -188,6 +188,36 @@ def bench_e2e(
     publish(report.to_report(), json_file, plot_file)
 
 
+@bench_app.command("page")
+def bench_page(
+    trials: Trials = 5,
+    start_buffer_ms: Annotated[
+        str, typer.Option("--start-buffer-ms", help="The player's start buffers to measure, in ms, comma-separated.")
+    ] = "0,40,80,160",
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Cap on each answer's tokens.")] = 120,
+    model_dir: ModelDir = None,
+    json_file: JsonFile = None,
+    plot_file: PlotFile = None,
+) -> None:
+    """The agent page's first sound after the click, heard in Chromium, per player start buffer."""
+    from voicestream.bench.page import BrowserUnavailable, measure_page
+    from voicestream.bench.report import publish
+
+    try:
+        buffers = [int(value) for value in start_buffer_ms.split(",") if value.strip()]
+    except ValueError:
+        raise typer.BadParameter("whole numbers of ms, e.g. 0,40,80", param_hint="--start-buffer-ms") from None
+    if not buffers or min(buffers) < 0:
+        raise typer.BadParameter("one or more start buffers of 0 ms or more", param_hint="--start-buffer-ms")
+    engine = load_engine(model_dir)
+    try:
+        report = measure_page(engine, buffers, trials, max_tokens=max_tokens)
+    except BrowserUnavailable as missing:
+        stderr.print(f"[red]error:[/red] {missing}")
+        raise typer.Exit(2) from None
+    publish(report.to_report(), json_file, plot_file)
+
+
 @bench_app.command("gpu")
 def bench_gpu(
     device: Device = "cuda",

@@ -11,6 +11,7 @@ import { fillVoices } from "./voices.js";
 
 const SAMPLE_RATE = 24000;
 const DRAIN_GRACE_MS = 3000;
+const MAX_START_BUFFER_MS = 5000;
 const SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id";
 const SESSION_KEY = "voicestream.agent.session";
 const ui = Object.fromEntries(
@@ -56,9 +57,16 @@ function showError(message) {
   ui.status.textContent = message;
 }
 
+/** The player's start buffer from the page's query, `?start_buffer_ms=N` (`bench page` sets
+ * it); 0, playing the first chunk at once, when absent or not a number of ms. */
+function startBufferMs() {
+  const value = Number(new URLSearchParams(window.location.search).get("start_buffer_ms") ?? "");
+  return Number.isFinite(value) && value >= 0 && value <= MAX_START_BUFFER_MS ? value : 0;
+}
+
 async function ensurePlayer() {
   if (!player) {
-    player = await PcmPlayer.create({ inputRate: SAMPLE_RATE });
+    player = await PcmPlayer.create({ inputRate: SAMPLE_RATE, startBufferMs: startBufferMs() });
     window.voicestream = { player, views }; // for the console and the browser tests
     player.on("started", () => current?.started());
     player.on("tag", ({ tag }) => current?.view.speak(tag));

@@ -6,6 +6,9 @@
 // (input samples played since the last clear) is the page's clock for what the listener heard:
 // a clear answers with it, and while it plays it reports, every POSITION_FRAMES output frames,
 // how far into the current tag's audio it is (the word to highlight).
+// Its start buffer (`startBufferMs`, 0: none) holds back the first sample of a stream, and the
+// first after a clear, until that much input is queued or the stream's end was received: a
+// cushion against a stall right after the start, paid for in first-sound latency.
 
 const POSITION_FRAMES = 1024; // about 21 ms at 48 kHz
 
@@ -14,6 +17,7 @@ class PcmPlayerProcessor extends AudioWorkletProcessor {
     super();
     this.inputRate = options.processorOptions.inputRate;
     this.step = this.inputRate / sampleRate;
+    this.startSamples = Math.ceil(((options.processorOptions.startBufferMs ?? 0) * this.inputRate) / 1000);
     this.reset();
     this.port.onmessage = (event) => this.receive(event.data);
   }
@@ -43,8 +47,24 @@ class PcmPlayerProcessor extends AudioWorkletProcessor {
     }
   }
 
+  /** Input samples queued and not yet played. */
+  queued() {
+    let samples = -Math.floor(this.position);
+    for (const chunk of this.chunks) samples += chunk.samples.length;
+    return samples;
+  }
+
+  /** Whether the stream may play: it has started, or its start buffer is full, or it ended. */
+  ready() {
+    return this.started || this.ended || (this.chunks.length > 0 && this.queued() >= this.startSamples);
+  }
+
   process(_inputs, outputs) {
     const output = outputs[0][0];
+    if (!this.ready()) {
+      output.fill(0);
+      return true;
+    }
     const playing = this.chunks.length > 0;
     for (let frame = 0; frame < output.length; frame++) {
       output[frame] = this.chunks.length ? this.nextSample() : this.silence();
@@ -70,7 +90,7 @@ class PcmPlayerProcessor extends AudioWorkletProcessor {
     }
     if (!this.started) {
       this.started = true;
-      this.port.postMessage({ type: "started" });
+      this.port.postMessage({ type: "started", queuedSeconds: this.queued() / this.inputRate, ended: this.ended });
     }
     if (chunk.tag !== this.tag) {
       this.tag = chunk.tag;

@@ -4,12 +4,13 @@
 const STOP_ANSWER_MS = 1000;
 
 export class PcmPlayer {
-  /** Must be called from a user gesture (a click), or the browser keeps the context mute. */
-  static async create({ inputRate = 24000 } = {}) {
+  /** Must be called from a user gesture (a click), or the browser keeps the context mute.
+   * `startBufferMs`: how much audio a stream queues before its first sample plays (0: none). */
+  static async create({ inputRate = 24000, startBufferMs = 0 } = {}) {
     const context = new AudioContext({ latencyHint: "interactive" });
     await context.audioWorklet.addModule(new URL("./pcm-worklet.js", import.meta.url));
     const node = new AudioWorkletNode(context, "pcm-player", {
-      numberOfInputs: 0, outputChannelCount: [1], processorOptions: { inputRate },
+      numberOfInputs: 0, outputChannelCount: [1], processorOptions: { inputRate, startBufferMs },
     });
     const analyser = new AnalyserNode(context, { fftSize: 2048 });
     node.connect(analyser).connect(context.destination);
@@ -29,7 +30,8 @@ export class PcmPlayer {
     };
   }
 
-  /** `callback(message)` for "started", "tag", "position" (`tag`, `seconds` into that tag's
+  /** `callback(message)` for "started" (`queuedSeconds` of audio queued when it started,
+   * `ended` if the stream's end had come), "tag", "position" (`tag`, `seconds` into that tag's
    * audio, as played), "stall-start", "stall-end", "drained". */
   on(type, callback) {
     this.listeners.set(type, [...(this.listeners.get(type) ?? []), callback]);

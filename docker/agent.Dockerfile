@@ -23,9 +23,10 @@ ENV UV_COMPILE_BYTECODE=1 \
     UV_PROJECT_ENVIRONMENT=/app/.venv
 WORKDIR /src
 # Dependencies first, in their own layer: a change to the code does not reinstall them.
-COPY pyproject.toml uv.lock README.md ./
+# uv.lock is made here from pyproject.toml's pinned versions (not kept in git).
+COPY pyproject.toml README.md ./
 RUN --mount=type=cache,target=/root/.cache/uv \
-    uv sync --frozen --no-dev --extra agent --no-install-project
+    uv lock && uv sync --frozen --no-dev --extra agent --no-install-project
 COPY src ./src
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --extra agent --no-editable

@@ -59,12 +59,13 @@ ENV UV_PROJECT_ENVIRONMENT=/opt/venv \
     UV_LINK_MODE=copy
 WORKDIR /src
 # Dependencies first, in their own layer: a change to the code does not reinstall them.
-# --locked: the install is exactly uv.lock, and the build fails if the lock is stale.
-COPY pyproject.toml uv.lock README.md ./
+# uv.lock is made here from pyproject.toml's pinned versions (constraint-dependencies; the
+# lock is not kept in git); --locked: the install is exactly that lock.
+COPY pyproject.toml README.md ./
 RUN --mount=type=cache,target=/root/.cache/uv \
     set -- --locked --no-dev --no-editable --extra engine; \
     if [ "$FLAVOR" = cuda ]; then set -- "$@" --extra cuda --no-install-package onnxruntime; fi; \
-    /opt/uv/bin/uv sync "$@" --no-install-project
+    /opt/uv/bin/uv lock && /opt/uv/bin/uv sync "$@" --no-install-project
 COPY src ./src
 RUN --mount=type=cache,target=/root/.cache/uv \
     set -- --locked --no-dev --no-editable --extra engine; \

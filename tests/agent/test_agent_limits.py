@@ -102,11 +102,11 @@ class StallingEngine:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
 
-    def render_timed(self, piece: Piece, voice: str, speed: float, *args: Any) -> Any:
+    def render_parts(self, piece: Piece, voice: str, speed: float, *args: Any) -> Any:
         self._left -= 1
         if self._left < 0:
             self.release.wait(60)
-        return self._engine.render_timed(piece, voice, speed, *args)
+        return self._engine.render_parts(piece, voice, speed, *args)
 
 
 async def test_a_stalled_speech_server_ends_the_answer(engine, long_winded_llm) -> None:

@@ -51,9 +51,9 @@ class ThreadRecorder:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
 
-    def render_timed(self, piece: Any, voice: str, speed: float, threads: int = 1) -> Any:
+    def render_parts(self, piece: Any, voice: str, speed: float, threads: int = 1) -> Any:
         self.runs.append(threads)
-        return self._engine.render_timed(piece, voice, speed, threads)
+        return self._engine.render_parts(piece, voice, speed, threads)
 
 
 async def speak(scheduler: SynthesisScheduler, text: str) -> None:

@@ -34,10 +34,10 @@ class FaultyEngine:
             raise RuntimeError("injected fault: planning failed")
         return self._engine.plan(text, *args, **kwargs)
 
-    def render_timed(self, piece: Piece, voice: str, speed: float, *args: Any) -> Any:
+    def render_parts(self, piece: Piece, voice: str, speed: float, *args: Any) -> Any:
         if RENDER_FAULT in piece.text:
             raise RuntimeError("injected fault: the model run failed")
-        return self._engine.render_timed(piece, voice, speed, *args)
+        return self._engine.render_parts(piece, voice, speed, *args)
 
 
 class FinishFailsEncoder:

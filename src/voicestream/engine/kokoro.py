@@ -40,7 +40,8 @@ from voicestream.engine.phonemes import (
     split_first_clause,
     split_phonemes,
 )
-from voicestream.engine.silence import DEFAULT_PAUSES, Pauses, fit_to_speech
+from voicestream.engine.silence import DEFAULT_PAUSES, Pauses, SpeechFit, fit_to_speech
+from voicestream.engine.vocoder import FEATURE_SAMPLES, Front, SplitModel, speech_frames, word_seams
 from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights
 from voicestream.engine.words import WordPlanner
@@ -84,15 +85,20 @@ class Piece:
     silence_after_s: float = 0.0
     ends_sentence: bool = True
     words: PieceWords | None = None
+    windowed: bool = False
+    """Vocode it window by window (`voicestream.engine.vocoder`): a request's first piece
+    for a listener who hears nothing yet, whose first audio should not wait for its length."""
 
 
 @dataclass(frozen=True)
 class RenderedPiece:
     """A piece's audio, and its words timed from the start of that audio (empty unless the
-    piece was planned with words)."""
+    piece was planned with words). From `KokoroEngine.render_parts`, one part of a piece:
+    ``more`` says that parts of the same piece follow (the words come with its first part)."""
 
     audio: np.ndarray
     words: list[WordTiming]
+    more: bool = False
 
 
 def split_sentences(text: str) -> list[str]:
@@ -192,17 +198,30 @@ class KokoroEngine:
         self.max_text_chars = max_text_chars
         graph = load_graph(files.model_path)
         self._durations_output = graph.durations
-        single = _session(graph.model, providers, threads=1)
-        self.providers: list[str] = single.get_providers()
-        self.device = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
+        self._split = graph.split
+        single = _session(graph.split.front if graph.split else graph.model, providers, threads=1)
+        self.device = "cuda" if single.get_providers()[0] == "CUDAExecutionProvider" else "cpu"
         self.max_threads = 1 if self.device == "cuda" else max_threads or max_run_threads()
-        self._sessions = {1: single}
-        if self.max_threads > 1:
-            self._sessions[self.max_threads] = _session(graph.model, providers, self.max_threads)
         inputs = {i.name: i for i in single.get_inputs()}
         self._tokens_input = "input_ids" if "input_ids" in inputs else "tokens"
         self._speed_dtype = np.int32 if "int" in inputs["speed"].type else np.float32
         self._outputs = [single.get_outputs()[0].name, *([graph.durations] if graph.durations else [])]
+        # One session (or front and vocoder pair) per thread count, made once.
+        self._sessions: dict[int, ort.InferenceSession] = {}
+        self._split_models: dict[int, SplitModel] = {}
+        for threads in sorted({1, self.max_threads}):
+            front = single if threads == 1 else None
+            if graph.split is not None:
+                self._split_models[threads] = SplitModel(
+                    front or _session(graph.split.front, providers, threads),
+                    _session(graph.split.vocoder, providers, threads),
+                    _shrinking_run_options(),
+                )
+            else:
+                self._sessions[threads] = front or _session(graph.model, providers, threads)
+        self.providers: list[str] = (
+            self._split_models[1].providers() if graph.split is not None else single.get_providers()
+        )
         self._phonemizer = Phonemizer()
         self._voices = VoiceBank(files.voices_dir)
 
@@ -272,8 +291,9 @@ class KokoroEngine:
         ends its first piece at a clause mark (`split_first_clause`), or, in an English
         sentence without one, before a break word (`split_before_break_word`; not with
         `words`, whose phonemes must be the sentence's): for a listener who hears nothing
-        yet; one whose audio is playing gains nothing from the extra cut. With `words`, each piece also knows which written word of ``text`` each of its
-        phonemes speaks, so that `render_timed` can time them.
+        yet; one whose audio is playing gains nothing from the extra cut. For the same listener
+        the first piece is also `Piece.windowed`. With `words`, each piece also knows which
+        written word of ``text`` each of its phonemes speaks, so that `render_timed` can time them.
         """
         sentences = split_sentences(normalize_for_speech(text, language))
         planner = WordPlanner(self._phonemizer, text, sentences, language) if words else None
@@ -302,6 +322,7 @@ class KokoroEngine:
                     silence_before_s=self.pauses.before(first, ends_sentence_before=b_index == 0),
                     silence_after_s=self.pauses.after(last),
                     words=piece_words,
+                    windowed=cut_first_clause and first and self._split is not None,
                 )
 
     def model_inputs(self, piece: Piece, voice: str, speed: float) -> dict[str, np.ndarray] | None:
@@ -324,19 +345,69 @@ class KokoroEngine:
     def render_timed(self, piece: Piece, voice: str, speed: float, threads: int = 1) -> RenderedPiece:
         """`render`, with the piece's words timed from the start of the audio returned
         (a piece planned without words, or a model without durations, gives none)."""
+        parts = list(self.render_parts(piece, voice, speed, threads))
+        if len(parts) == 1:
+            return RenderedPiece(parts[0].audio, parts[0].words)
+        return RenderedPiece(np.concatenate([part.audio for part in parts]), [w for part in parts for w in part.words])
+
+    def render_parts(self, piece: Piece, voice: str, speed: float, threads: int = 1) -> Iterator[RenderedPiece]:
+        """The piece's audio as it is made (blocking): one part, or for a `Piece.windowed`
+        piece one part per vocoder window, the first as soon as its window is done. The
+        parts join end to end into the piece's audio; the words come with the first part
+        that has audio, timed from the piece's start."""
         feed = self.model_inputs(piece, voice, speed)
         if feed is None:
-            return RenderedPiece(np.zeros(0, dtype=np.float32), [])
-        session = self._sessions[self.max_threads if threads > 1 else 1]
-        outputs = session.run(self._outputs, feed, _shrinking_run_options())
-        audio = np.asarray(outputs[0], dtype=np.float32).ravel()
+            yield RenderedPiece(np.zeros(0, dtype=np.float32), [])
+            return
+        key = self.max_threads if threads > 1 else 1
+        if self._split is None:
+            outputs = self._sessions[key].run(self._outputs, feed, _shrinking_run_options())
+            durations = np.asarray(outputs[1]).ravel() if len(outputs) > 1 else None
+            yield self._fitted(piece, np.asarray(outputs[0], dtype=np.float32).ravel(), durations)
+            return
+        model = self._split_models[key]
+        front = model.front(feed)
+        if not piece.windowed:
+            yield self._fitted(piece, model.whole(front), front.durations)
+            return
+        yield from self._windowed(piece, model, front, feed[self._tokens_input].ravel())
+
+    def _fitted(self, piece: Piece, audio: np.ndarray, durations: np.ndarray | None) -> RenderedPiece:
+        """A whole run's audio cut to the piece's silences, with its words."""
         audio, trim = fit_to_speech(audio, self.sample_rate, piece.silence_before_s, piece.silence_after_s)
-        if piece.words is None or len(outputs) < 2:
+        if piece.words is None or durations is None:
             return RenderedPiece(audio, [])
-        timed = time_words(piece.words, piece.phonemes, np.asarray(outputs[1]).ravel())
+        timed = time_words(piece.words, piece.phonemes, durations)
         return RenderedPiece(
             audio, shift_words(timed, trim.head_removed, trim.head_padded, audio.size, self.sample_rate)
         )
+
+    def _windowed(self, piece: Piece, model: SplitModel, front: Front, tokens: np.ndarray) -> Iterator[RenderedPiece]:
+        """`render_parts` window by window, its silences cut as the windows come (`SpeechFit`)."""
+        skipped = speech_frames(front.durations, front.frames)[0] * FEATURE_SAMPLES
+        fit = SpeechFit(self.sample_rate, piece.silence_before_s, piece.silence_after_s)
+        rendered = (front.frames * FEATURE_SAMPLES) - skipped
+        words: list[WordTiming] | None = (
+            time_words(piece.words, piece.phonemes, front.durations) if piece.words is not None else []
+        )
+        seams = word_seams(tokens, front.durations, self._phonemizer.tokenize(" ")[0])
+        for window in model.windows(front, seams):
+            audio = fit.push(window)
+            if audio.size and words is not None:
+                trim = fit.head
+                length = trim.head_padded + rendered - trim.head_removed + round(piece.silence_after_s * self.sample_rate)
+                yield RenderedPiece(
+                    audio, shift_words(words, skipped + trim.head_removed, trim.head_padded, length, self.sample_rate),
+                    more=True,
+                )
+                words = None
+            elif audio.size:
+                yield RenderedPiece(audio, [], more=True)
+        audio = fit.finish()
+        if words is not None:  # nothing audible: the whole audio comes out now, unfitted
+            yield RenderedPiece(audio, shift_words(words, skipped, 0, audio.size, self.sample_rate))
+        else:
+            yield RenderedPiece(audio, [])
 
     def stream(
         self,

@@ -67,13 +67,57 @@ def fit_to_speech(audio: np.ndarray, sample_rate: int, before_s: float, after_s:
     """``audio`` from ``before_s`` before its first audible window to ``after_s`` after its last:
     the model's own samples where it has them, zeros where it has fewer. Audio with no audible
     window is returned whole (a quiet word is better kept than dropped)."""
-    first = first_audible_sample(audio, sample_rate)
-    if first is None:
-        return audio, Trim()
-    end = audio.size - first_audible_sample(audio[::-1], sample_rate)  # type: ignore[operator]
-    before, after = round(before_s * sample_rate), round(after_s * sample_rate)
-    start, stop = max(0, first - before), min(audio.size, end + after)
-    trim = Trim(start, before - (first - start), audio.size - stop, after - (stop - end))
-    return np.concatenate([
-        np.zeros(trim.head_padded, np.float32), audio[start:stop], np.zeros(trim.tail_padded, np.float32),
-    ]), trim
+    fit = SpeechFit(sample_rate, before_s, after_s)
+    fitted = np.concatenate([fit.push(audio), fit.finish()])
+    return fitted, fit.trim
+
+
+class SpeechFit:
+    """`fit_to_speech` for audio that comes in parts (a piece vocoded window by window).
+
+    Parts before the first audible window are held until it comes; after it, each part goes
+    out up to its last audible window, and the quiet after that is held until more sound
+    comes (it was a pause) or the audio ends (it is the tail, cut to ``after_s``). So the
+    parts given out join into what `fit_to_speech` makes of the whole.
+    """
+
+    def __init__(self, sample_rate: int, before_s: float, after_s: float) -> None:
+        self.sample_rate = sample_rate
+        self._before = round(before_s * sample_rate)
+        self._after = round(after_s * sample_rate)
+        self.head: Trim | None = None
+        """The head's cut and padding, known once the first audible window has come."""
+        self._held = np.zeros(0, np.float32)
+        self._tail = Trim()
+
+    @property
+    def trim(self) -> Trim:
+        """What was cut and padded at both ends (complete after `finish`)."""
+        head = self.head or Trim()
+        return Trim(head.head_removed, head.head_padded, self._tail.tail_removed, self._tail.tail_padded)
+
+    def push(self, part: np.ndarray) -> np.ndarray:
+        """The audio that can go out now, given the next part."""
+        audio = np.concatenate([self._held, np.asarray(part, np.float32)])
+        if self.head is None:
+            first = first_audible_sample(audio, self.sample_rate)
+            if first is None:
+                self._held = audio
+                return np.zeros(0, np.float32)
+            start = max(0, first - self._before)
+            self.head = Trim(head_removed=start, head_padded=self._before - (first - start))
+            audio = np.concatenate([np.zeros(self.head.head_padded, np.float32), audio[start:]])
+        quiet = first_audible_sample(audio[::-1], self.sample_rate)
+        end = audio.size if quiet is None else audio.size - quiet
+        self._held = audio[end:]
+        return audio[:end]
+
+    def finish(self) -> np.ndarray:
+        """The rest: the quiet tail cut or padded to ``after_s`` (all of it, unfitted, when
+        nothing was ever audible)."""
+        held, self._held = self._held, np.zeros(0, np.float32)
+        if self.head is None:
+            return held
+        kept = min(held.size, self._after)
+        self._tail = Trim(tail_removed=held.size - kept, tail_padded=self._after - kept)
+        return np.concatenate([held[:kept], np.zeros(self._tail.tail_padded, np.float32)])

@@ -109,6 +109,9 @@ class SynthesisJob:
         self.due_since = self.arrival
         """When the listener's requests before this one were all rendered (its wait starts)."""
         self.first_audio_at: float | None = None
+        self.first_piece_done = False
+        """Its first piece with audio has been rendered to the end (a piece vocoded window by
+        window has audio out before it is done)."""
         self.model_seconds = 0.0
         self.audio_seconds = 0.0
         self.seq = 0

@@ -261,7 +261,8 @@ class SynthesisScheduler:
         A piece is first-audio work when it is the first piece of its listener's earliest
         unrendered request; everything else (later pieces, and requests queued behind
         another of the same listener, whose audio is not due yet) is steady work. A request
-        queued behind one of its listener's that has not spoken yet waits: that one renders
+        queued behind one of its listener's whose first piece is not yet rendered to the end
+        (`SynthesisJob.first_piece_done`) waits: that one renders
         on every core, and the next is better taken by a first-audio worker (every core)
         once it has spoken than on one niced thread beside it, where it would stay slow to
         the end and leave the listener silent after a short first chunk.
@@ -281,7 +282,7 @@ class SynthesisScheduler:
             head = heads[id(job.listener)]
             if job is head:
                 return job.first_audio_at is None
-            return None if head.first_audio_at is None else False
+            return None if not head.first_piece_done else False
 
         def within_budget(job: SynthesisJob) -> bool:
             """Its listener holds less than its share, or nothing; or the job is the one its
@@ -343,20 +344,32 @@ class SynthesisScheduler:
             job.start_speaking()
         started = time.perf_counter()
         first_audio = pool is self._first_audio_pool
-        data, seconds, last, words = await loop.run_in_executor(pool, self._render_next, job, first_audio)
+
+        def early(part: _Part) -> None:
+            """A part of a piece vocoded window by window, handed over before the rest (from the worker)."""
+            loop.call_soon_threadsafe(self._hand_over, job, part, False)
+
+        part = await loop.run_in_executor(pool, self._render_next, job, first_audio, early)
+        job.model_seconds += time.perf_counter() - started
+        self._hand_over(job, part, True)
+
+    def _hand_over(self, job: SynthesisJob, part: _Part, done: bool) -> None:
+        """Count a rendered part against its request and listener, and deliver it (on the loop).
+        ``done``: the worker's step is over (the piece's last part, or all of a whole piece)."""
         if job.finished:  # cancelled while the piece was rendering: drop it
             return
+        data, seconds, last, words = part
         timed = tuple(offset_words(words, job.audio_seconds))
         if seconds:
-            job.model_seconds += time.perf_counter() - started
             job.audio_seconds += seconds
             self.rendered_seconds += seconds
             job.listener.buffered(seconds)
             if job.first_audio_at is None:
                 job.first_audio_at = time.monotonic()
-        job.deliver(RenderedChunk(data, seconds, timed), last)
+        job.first_piece_done = job.first_piece_done or (done and job.first_audio_at is not None)
+        job.deliver(RenderedChunk(data, seconds, timed), last and done)
         self.peak_listener_bytes = max(self.peak_listener_bytes, job.listener.held_bytes)
-        if last:
+        if last and done:
             self._next_is_due(job)
 
     def _next_is_due(self, rendered: SynthesisJob) -> None:
@@ -366,25 +379,36 @@ class SynthesisScheduler:
                 job.due_since = max(job.due_since, time.monotonic())
                 return
 
-    def _render_next(self, job: SynthesisJob, first_audio: bool) -> tuple[bytes, float, bool, list[WordTiming]]:
+    def _render_next(self, job: SynthesisJob, first_audio: bool, early: Callable[[_Part], None]) -> _Part:
         """The next piece, encoded: its bytes, its duration, whether it was the request's
         last (then the encoder's tail is included) and its words timed from its own start.
-        Runs in a worker thread; first audio gets every core when nothing else holds one."""
+        A piece vocoded window by window hands each part but the last to ``early`` as it is
+        made, and stops when the request ends meanwhile. Runs in a worker thread; first
+        audio gets every core when nothing else holds one."""
         piece: Piece | None = next(job.pieces, None)  # type: ignore[call-overload]
         if piece is None:
             return _encode(job, None, last=True), 0.0, True, []
         if not first_audio:
             with CPU_USE.holding(1):
-                audio, words = self._render(job, piece, 1)
-        else:
-            with CPU_USE.claim_urgent(self.engine.max_threads, pause_background=job.listener.silent) as threads:
-                audio, words = self._render(job, piece, threads)
-        return _encode(job, audio, piece.last), audio.size / self.engine.sample_rate, piece.last, words
+                return self._render(job, piece, 1, early)
+        with CPU_USE.claim_urgent(self.engine.max_threads, pause_background=job.listener.silent) as threads:
+            return self._render(job, piece, threads, early)
 
-    def _render(self, job: SynthesisJob, piece: Piece, threads: int) -> tuple[np.ndarray, list[WordTiming]]:
-        """One model run (a piece planned without words comes back with none)."""
-        rendered = self.engine.render_timed(piece, job.voice, job.speed, threads)
-        return rendered.audio, rendered.words
+    def _render(self, job: SynthesisJob, piece: Piece, threads: int, early: Callable[[_Part], None]) -> _Part:
+        """One piece's model runs, part by part (a piece planned without words comes back with none)."""
+        for part in self.engine.render_parts(piece, job.voice, job.speed, threads):
+            encoded = _encode(job, part.audio, piece.last and not part.more), part.audio.size / self.engine.sample_rate
+            if not part.more:
+                return (*encoded, piece.last, part.words)
+            early((*encoded, piece.last, part.words))
+            if job.finished:
+                break
+        return b"", 0.0, piece.last, []
+
+
+_Part = tuple[bytes, float, bool, list[WordTiming]]
+"""A rendered part as the scheduler hands it over: wire bytes, seconds, whether its piece is
+the request's last, and its words timed from the piece's start."""
 
 
 def _encode(job: SynthesisJob, audio: np.ndarray | None, last: bool) -> bytes:

@@ -1,0 +1,158 @@
+"""A piece's audio window by window: the vocoder run on a few hundred milliseconds at a time.
+
+The model's front (text encoder, durations, pitch, the harmonic source) runs once over the
+whole piece; the vocoder, nine tenths of the work, then runs on windows of its feature
+frames, so the first audio of a long piece costs the front plus one short window instead
+of the whole piece (`voicestream.engine.graph` says where the graph is cut). Windows meet between
+words (`word_seams`). The prosody stays the whole piece's: durations, pitch and the source's phase come from one front run.
+
+A window is run with `CONTEXT_FRAMES` of features on each side, whose audio is dropped, and
+neighbouring windows meet in a `CROSSFADE_SAMPLES` linear crossfade. The vocoder normalizes
+its activations over the frames it is given (instance norm, dynamic quantization), so a
+window's audio is near the whole run's, not equal to it: against the whole run, a log-
+spectral distance of 5.1 dB, where the same model dequantized to fp32 differs from int8 by
+9.7 dB (a one-off script; WER in docs/BENCHMARKS.md).
+
+Windows grow: the first is `FIRST_WINDOW_S` of audio from just before the first phoneme
+(the pad token's frames are silence, not rendered), each next one as long as all the
+audio before it, so each renders in less time than the audio already sent takes to play
+(RTF below one half on two cores); the pad token's frames after the last phoneme are not
+rendered either, past `EDGE_FRAMES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from voicestream.engine.graph import FRAME_SAMPLES, VOCODER_FEATURES, VOCODER_SOURCE, VOCODER_STYLE
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+FEATURE_SAMPLES = FRAME_SAMPLES // 2
+"""Samples per vocoder feature frame: two feature frames per predicted frame."""
+SOURCE_PER_FEATURE = 60
+"""Harmonic-source frames per feature frame (a 5-sample hop); the source has one more in all."""
+CONTEXT_FRAMES = 24
+"""Feature frames (300 ms) run on each side of a window and dropped: the convolutions' reach, and more frames for the vocoder's normalization to see."""
+EDGE_FRAMES = 12
+"""Feature frames (150 ms) kept before the first phoneme and after the last."""
+FIRST_WINDOW_S = 0.5
+CROSSFADE_SAMPLES = 480
+"""20 ms at 24 kHz where two windows meet."""
+
+
+@dataclass(frozen=True)
+class Front:
+    """What the front computed for one piece: the vocoder's inputs and the token durations."""
+
+    features: np.ndarray
+    style: np.ndarray
+    source: np.ndarray
+    durations: np.ndarray
+
+    @property
+    def frames(self) -> int:
+        return int(self.features.shape[2])
+
+
+def speech_frames(durations: Sequence[int], frames: int) -> tuple[int, int]:
+    """The feature frames worth rendering: from `EDGE_FRAMES` before the first phoneme (after
+    the opening pad token) to `EDGE_FRAMES` after the last (before the closing one)."""
+    if len(durations) < 3:
+        return 0, frames
+    start = max(0, 2 * int(durations[0]) - EDGE_FRAMES)
+    stop = min(frames, 2 * (int(np.sum(durations)) - int(durations[-1])) + EDGE_FRAMES)
+    return (start, stop) if stop > start else (0, frames)
+
+
+def word_seams(tokens: Sequence[int], durations: Sequence[int], space: int) -> list[int]:
+    """Feature frames between words: the middle of each space token's frames. Windows meet
+    there, so no crossfade falls inside a word (seams inside words were measured to blur
+    them: "Le chat dort" heard as "Le châneur" with a seam in "dort")."""
+    ends = np.cumsum(durations)
+    return [int(ends[i] - durations[i] + ends[i]) for i, token in enumerate(tokens) if token == space]
+
+
+def plan_windows(start: int, stop: int, first_frames: int, seams: Sequence[int] = ()) -> list[tuple[int, int]]:
+    """Growing windows over feature frames [start, stop): the first at least `first_frames`
+    long, each next at least as long as all before it, each ending at the first of ``seams``
+    from there (or there, when none comes within another `first_frames`); a remainder
+    shorter than `first_frames` joins the last window."""
+    windows: list[tuple[int, int]] = []
+    at = start
+    while at < stop:
+        target = at + max(first_frames, at - start)
+        end = next((seam for seam in seams if target <= seam < target + first_frames), target)
+        if stop - end < first_frames:
+            end = stop
+        windows.append((at, end))
+        at = end
+    return windows
+
+
+class SplitModel:
+    """The front and the vocoder as two ONNX Runtime sessions of one thread count."""
+
+    def __init__(self, front: ort.InferenceSession, vocoder: ort.InferenceSession, run_options: ort.RunOptions) -> None:
+        self._front = front
+        self._vocoder = vocoder
+        self._run_options = run_options
+        self._front_outputs = [output.name for output in front.get_outputs()]
+
+    def providers(self) -> list[str]:
+        return self._vocoder.get_providers()
+
+    def front(self, feed: dict[str, np.ndarray]) -> Front:
+        values = dict(zip(self._front_outputs, self._front.run(self._front_outputs, feed, self._run_options), strict=True))
+        durations = next(value for name, value in values.items() if name not in (VOCODER_FEATURES, VOCODER_STYLE, VOCODER_SOURCE))
+        return Front(values[VOCODER_FEATURES], values[VOCODER_STYLE], values[VOCODER_SOURCE], np.asarray(durations).ravel())
+
+    def vocode(self, front: Front, start: int, stop: int) -> np.ndarray:
+        """The audio of feature frames [start, stop), with `CONTEXT_FRAMES` of context on each
+        side run and dropped (none beyond the piece's own frames)."""
+        low, high = max(0, start - CONTEXT_FRAMES), min(front.frames, stop + CONTEXT_FRAMES)
+        audio = self._run(front, low, high)
+        offset = (start - low) * FEATURE_SAMPLES
+        return audio[offset : offset + (stop - start) * FEATURE_SAMPLES]
+
+    def whole(self, front: Front) -> np.ndarray:
+        """The whole piece's audio: the whole model's, bit for bit."""
+        return self._run(front, 0, front.frames)
+
+    def windows(
+        self, front: Front, seams: Sequence[int] = (), first_window_s: float = FIRST_WINDOW_S
+    ) -> Iterator[np.ndarray]:
+        """The speech frames' audio window by window (`plan_windows`): each window renders one
+        frame past its end and the next one frame before its start, and the two meet in a
+        `CROSSFADE_SAMPLES` crossfade centred on the seam. The parts join end to end."""
+        start, stop = speech_frames(front.durations, front.frames)
+        planned = plan_windows(start, stop, max(1, round(first_window_s * 24_000 / FEATURE_SAMPLES)), seams)
+        half = CROSSFADE_SAMPLES // 2
+        fade_in = np.linspace(0.0, 1.0, 2 * half, dtype=np.float32)
+        held: np.ndarray | None = None  # the window before's audio over [seam - half, seam + half)
+        for index, (low, high) in enumerate(planned):
+            last = index == len(planned) - 1
+            begin, end = (low if held is None else low - 1), (high if last else high + 1)
+            audio = self.vocode(front, begin, end)
+            origin = begin * FEATURE_SAMPLES  # the sample of the piece that audio[0] is
+            head = low * FEATURE_SAMPLES - (0 if held is None else half) - origin
+            tail = high * FEATURE_SAMPLES - (0 if last else half) - origin
+            part = audio[head:tail].copy()
+            if held is not None:
+                part[: 2 * half] = held * (1.0 - fade_in) + part[: 2 * half] * fade_in
+            if not last:
+                held = audio[tail : tail + 2 * half]
+            yield part
+
+    def _run(self, front: Front, low: int, high: int) -> np.ndarray:
+        feed = {
+            VOCODER_FEATURES: front.features[:, :, low:high],
+            VOCODER_STYLE: front.style,
+            VOCODER_SOURCE: front.source[:, :, low * SOURCE_PER_FEATURE : high * SOURCE_PER_FEATURE + 1],
+        }
+        return np.asarray(self._vocoder.run(None, feed, self._run_options)[0], dtype=np.float32).ravel()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from voicestream.engine import KokoroEngine
+from voicestream.engine.vocoder import FIRST_WINDOW_S
 from voicestream.server import ServerSettings, free_port, running_server
 
 if TYPE_CHECKING:  # the agent's modules load only for the tests that use them
@@ -26,6 +27,16 @@ if TYPE_CHECKING:  # the agent's modules load only for the tests that use them
 @pytest.fixture(scope="session")
 def engine() -> KokoroEngine:
     return KokoroEngine.load()
+
+
+@pytest.fixture
+def windowed(engine: KokoroEngine) -> Iterator[KokoroEngine]:
+    """The session's engine with the first window on (``--first-window-ms 800``)."""
+    engine.first_window_s, saved = FIRST_WINDOW_S, engine.first_window_s
+    try:
+        yield engine
+    finally:
+        engine.first_window_s = saved
 
 
 @pytest.fixture(scope="session")

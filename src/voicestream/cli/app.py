@@ -269,6 +269,13 @@ def serve(
         typer.Option("--sentence-pause-ms", min=0,
                      help="Silence between sentences, within a request and from one to the next [default: 350]."),
     ] = None,
+    first_window_ms: Annotated[
+        float,
+        typer.Option("--first-window-ms", min=0,
+                     help="Vocode a silent listener's first piece window by window, the first this long "
+                     "(800 measured best), so that its first audio does not wait for the whole piece; "
+                     "0 renders it whole (the seams can still be heard: docs/BENCHMARKS.md)."),
+    ] = 0,
     wyoming_port: Annotated[
         int | None,
         typer.Option("--wyoming-port", help="Also serve the Wyoming protocol (Home Assistant) on this port, e.g. 10200."),
@@ -301,6 +308,7 @@ def serve(
             **({"leading_s": leading_silence_ms / 1000} if leading_silence_ms is not None else {}),
             **({"sentence_s": sentence_pause_ms / 1000} if sentence_pause_ms is not None else {}),
         ),
+        first_window_s=first_window_ms / 1000,
         wyoming_port=wyoming_port,
     )
     run_server(settings, log_level=log_level)

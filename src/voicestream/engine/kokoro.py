@@ -13,6 +13,7 @@ import asyncio
 import functools
 import logging
 import os
+import unicodedata
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +42,14 @@ from voicestream.engine.phonemes import (
     split_phonemes,
 )
 from voicestream.engine.silence import DEFAULT_PAUSES, Pauses, SpeechFit, fit_to_speech
-from voicestream.engine.vocoder import FEATURE_SAMPLES, Front, SplitModel, speech_frames, word_seams
+from voicestream.engine.vocoder import (
+    FEATURE_SAMPLES,
+    Front,
+    SplitModel,
+    silent_edges,
+    speech_frames,
+    word_seams,
+)
 from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights
 from voicestream.engine.words import WordPlanner
@@ -191,10 +199,15 @@ class KokoroEngine:
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
         max_threads: int | None = None,
         pauses: Pauses = DEFAULT_PAUSES,
+        first_window_s: float = 0.0,
     ) -> None:
         providers = _providers(device)
         self.files = files
         self.pauses = pauses
+        self.first_window_s = first_window_s
+        """The first vocoder window of a silent listener's first piece (server
+        ``--first-window-ms``, e.g. `FIRST_WINDOW_S`); 0, the default, renders that piece
+        whole like every other: the windows' seams can still be heard (docs/BENCHMARKS.md)."""
         self.max_text_chars = max_text_chars
         graph = load_graph(files.model_path)
         self._durations_output = graph.durations
@@ -223,6 +236,10 @@ class KokoroEngine:
             self._split_models[1].providers() if graph.split is not None else single.get_providers()
         )
         self._phonemizer = Phonemizer()
+        self._silent_tokens = frozenset(
+            {0} | {i for c, i in self._phonemizer.vocab.items() if unicodedata.category(c)[0] in "PZ"}
+        )
+        """The pad, punctuation and space tokens: what a piece's silent edges are made of."""
         self._voices = VoiceBank(files.voices_dir)
 
     @classmethod
@@ -234,9 +251,12 @@ class KokoroEngine:
         progress: Progress | None = None,
         warm_up: bool = True,
         pauses: Pauses = DEFAULT_PAUSES,
+        first_window_s: float = 0.0,
     ) -> KokoroEngine:
         """Resolve the weights, build the session and (by default) warm it up once."""
-        engine = cls(resolve_weights(model_dir, variant, progress), device=device, pauses=pauses)
+        engine = cls(
+            resolve_weights(model_dir, variant, progress), device=device, pauses=pauses, first_window_s=first_window_s
+        )
         if warm_up:
             engine.synthesize("Warm up.", DEFAULT_VOICE if DEFAULT_VOICE in engine.voices else engine.voices[0])
         return engine
@@ -322,7 +342,7 @@ class KokoroEngine:
                     silence_before_s=self.pauses.before(first, ends_sentence_before=b_index == 0),
                     silence_after_s=self.pauses.after(last),
                     words=piece_words,
-                    windowed=cut_first_clause and first and self._split is not None,
+                    windowed=cut_first_clause and first and self._split is not None and self.first_window_s > 0,
                 )
 
     def model_inputs(self, piece: Piece, voice: str, speed: float) -> dict[str, np.ndarray] | None:
@@ -384,14 +404,15 @@ class KokoroEngine:
 
     def _windowed(self, piece: Piece, model: SplitModel, front: Front, tokens: np.ndarray) -> Iterator[RenderedPiece]:
         """`render_parts` window by window, its silences cut as the windows come (`SpeechFit`)."""
-        skipped = speech_frames(front.durations, front.frames)[0] * FEATURE_SAMPLES
+        edges = silent_edges(tokens, front.durations, self._silent_tokens)
+        skipped = speech_frames(edges, front.frames)[0] * FEATURE_SAMPLES
         fit = SpeechFit(self.sample_rate, piece.silence_before_s, piece.silence_after_s)
         rendered = (front.frames * FEATURE_SAMPLES) - skipped
         words: list[WordTiming] | None = (
             time_words(piece.words, piece.phonemes, front.durations) if piece.words is not None else []
         )
         seams = word_seams(tokens, front.durations, self._phonemizer.tokenize(" ")[0])
-        for window in model.windows(front, seams):
+        for window in model.windows(front, edges, seams, self.first_window_s):
             audio = fit.push(window)
             if audio.size and words is not None:
                 trim = fit.head

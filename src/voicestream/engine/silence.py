@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from voicestream.audio import first_audible_sample
+from voicestream.audio.audible import AUDIBLE_WINDOW_S
 
 TAIL_S = 0.02
 """The model's own audio kept after a piece's last audible window (the decay of its last sound)."""
@@ -69,7 +70,7 @@ def fit_to_speech(audio: np.ndarray, sample_rate: int, before_s: float, after_s:
     window is returned whole (a quiet word is better kept than dropped)."""
     fit = SpeechFit(sample_rate, before_s, after_s)
     fitted = np.concatenate([fit.push(audio), fit.finish()])
-    return fitted, fit.trim
+    return (fitted, fit.trim) if fit.head is not None else (audio, Trim())
 
 
 class SpeechFit:
@@ -88,6 +89,7 @@ class SpeechFit:
         self.head: Trim | None = None
         """The head's cut and padding, known once the first audible window has come."""
         self._held = np.zeros(0, np.float32)
+        self._sent = np.zeros(0, np.float32)  # the end of what went out: a window's length less one
         self._tail = Trim()
 
     @property
@@ -107,9 +109,13 @@ class SpeechFit:
             start = max(0, first - self._before)
             self.head = Trim(head_removed=start, head_padded=self._before - (first - start))
             audio = np.concatenate([np.zeros(self.head.head_padded, np.float32), audio[start:]])
-        quiet = first_audible_sample(audio[::-1], self.sample_rate)
-        end = audio.size if quiet is None else audio.size - quiet
+        # the last audible window may begin in audio already sent: look back that far
+        seen = np.concatenate([self._sent, audio])
+        quiet = first_audible_sample(seen[::-1], self.sample_rate)
+        end = 0 if quiet is None else max(0, seen.size - quiet - self._sent.size)
         self._held = audio[end:]
+        window = round(self.sample_rate * AUDIBLE_WINDOW_S)
+        self._sent = np.concatenate([self._sent, audio[:end]])[-(window - 1):]
         return audio[:end]
 
     def finish(self) -> np.ndarray:

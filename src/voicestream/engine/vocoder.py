@@ -41,7 +41,11 @@ CONTEXT_FRAMES = 24
 """Feature frames (300 ms) run on each side of a window and dropped: the convolutions' reach, and more frames for the vocoder's normalization to see."""
 EDGE_FRAMES = 12
 """Feature frames (150 ms) kept before the first phoneme and after the last."""
-FIRST_WINDOW_S = 0.5
+FIRST_WINDOW_S = 0.8
+"""Measured: a 0.5 s first window cost two more misheard words in about 650 (Whisper tiny.en),
+0.8 s one (docs/BENCHMARKS.md)."""
+SEAM_REACH_FRAMES = 20
+"""How far past a window's planned end (250 ms) a seam between words is looked for."""
 CROSSFADE_SAMPLES = 480
 """20 ms at 24 kHz where two windows meet."""
 
@@ -60,13 +64,20 @@ class Front:
         return int(self.features.shape[2])
 
 
-def speech_frames(durations: Sequence[int], frames: int) -> tuple[int, int]:
-    """The feature frames worth rendering: from `EDGE_FRAMES` before the first phoneme (after
-    the opening pad token) to `EDGE_FRAMES` after the last (before the closing one)."""
-    if len(durations) < 3:
-        return 0, frames
-    start = max(0, 2 * int(durations[0]) - EDGE_FRAMES)
-    stop = min(frames, 2 * (int(np.sum(durations)) - int(durations[-1])) + EDGE_FRAMES)
+def silent_edges(tokens: Sequence[int], durations: Sequence[int], silent: frozenset[int]) -> tuple[int, int]:
+    """Feature frames of silence at each end of a piece: the tokens before its first phoneme
+    and after its last (the pads, punctuation and spaces in ``silent``)."""
+    voiced = [i for i, token in enumerate(tokens) if token not in silent]
+    if not voiced:
+        return 0, 0
+    return 2 * int(np.sum(durations[: voiced[0]])), 2 * int(np.sum(durations[voiced[-1] + 1 :]))
+
+
+def speech_frames(edges: tuple[int, int], frames: int) -> tuple[int, int]:
+    """The feature frames worth rendering: from `EDGE_FRAMES` before the first phoneme to
+    `EDGE_FRAMES` after the last (``edges``: `silent_edges`)."""
+    start = max(0, edges[0] - EDGE_FRAMES)
+    stop = min(frames, frames - edges[1] + EDGE_FRAMES)
     return (start, stop) if stop > start else (0, frames)
 
 
@@ -81,13 +92,13 @@ def word_seams(tokens: Sequence[int], durations: Sequence[int], space: int) -> l
 def plan_windows(start: int, stop: int, first_frames: int, seams: Sequence[int] = ()) -> list[tuple[int, int]]:
     """Growing windows over feature frames [start, stop): the first at least `first_frames`
     long, each next at least as long as all before it, each ending at the first of ``seams``
-    from there (or there, when none comes within another `first_frames`); a remainder
-    shorter than `first_frames` joins the last window."""
+    from there (or there, when none comes within `SEAM_REACH_FRAMES`); a remainder shorter
+    than `first_frames` joins the last window."""
     windows: list[tuple[int, int]] = []
     at = start
     while at < stop:
         target = at + max(first_frames, at - start)
-        end = next((seam for seam in seams if target <= seam < target + first_frames), target)
+        end = next((seam for seam in seams if target <= seam < target + SEAM_REACH_FRAMES), target)
         if stop - end < first_frames:
             end = stop
         windows.append((at, end))
@@ -112,33 +123,38 @@ class SplitModel:
         durations = next(value for name, value in values.items() if name not in (VOCODER_FEATURES, VOCODER_STYLE, VOCODER_SOURCE))
         return Front(values[VOCODER_FEATURES], values[VOCODER_STYLE], values[VOCODER_SOURCE], np.asarray(durations).ravel())
 
-    def vocode(self, front: Front, start: int, stop: int) -> np.ndarray:
+    def vocode(self, front: Front, start: int, stop: int, edges: tuple[int, int] = (0, 0)) -> np.ndarray:
         """The audio of feature frames [start, stop), with `CONTEXT_FRAMES` of context on each
-        side run and dropped (none beyond the piece's own frames)."""
+        side run and dropped (none beyond the piece's own frames), and as much of the piece's
+        own silence (``edges``) beside them as the whole piece has in proportion: the vocoder
+        normalizes over the frames it is given, and a window of speech alone came out 1.7 dB
+        quieter than the whole run (median; with the silence, 0.4 dB; a one-off script)."""
         low, high = max(0, start - CONTEXT_FRAMES), min(front.frames, stop + CONTEXT_FRAMES)
-        audio = self._run(front, low, high)
-        offset = (start - low) * FEATURE_SAMPLES
+        lead, trail = _silence_beside(front.frames, edges, low, high)
+        audio = self._run(front, [(0, lead), (low, high), (front.frames - trail, front.frames)])
+        offset = (lead + start - low) * FEATURE_SAMPLES
         return audio[offset : offset + (stop - start) * FEATURE_SAMPLES]
 
     def whole(self, front: Front) -> np.ndarray:
         """The whole piece's audio: the whole model's, bit for bit."""
-        return self._run(front, 0, front.frames)
+        return self._run(front, [(0, front.frames)])
 
     def windows(
-        self, front: Front, seams: Sequence[int] = (), first_window_s: float = FIRST_WINDOW_S
+        self, front: Front, edges: tuple[int, int], seams: Sequence[int] = (), first_window_s: float = FIRST_WINDOW_S
     ) -> Iterator[np.ndarray]:
-        """The speech frames' audio window by window (`plan_windows`): each window renders one
-        frame past its end and the next one frame before its start, and the two meet in a
-        `CROSSFADE_SAMPLES` crossfade centred on the seam. The parts join end to end."""
-        start, stop = speech_frames(front.durations, front.frames)
+        """The speech frames' audio window by window (`plan_windows`): each window renders
+        past its end and the next before its start as far as the `CROSSFADE_SAMPLES`
+        crossfade centred on the seam needs. The parts join end to end."""
+        start, stop = speech_frames(edges, front.frames)
         planned = plan_windows(start, stop, max(1, round(first_window_s * 24_000 / FEATURE_SAMPLES)), seams)
         half = CROSSFADE_SAMPLES // 2
         fade_in = np.linspace(0.0, 1.0, 2 * half, dtype=np.float32)
         held: np.ndarray | None = None  # the window before's audio over [seam - half, seam + half)
         for index, (low, high) in enumerate(planned):
             last = index == len(planned) - 1
-            begin, end = (low if held is None else low - 1), (high if last else high + 1)
-            audio = self.vocode(front, begin, end)
+            reach = -(-half // FEATURE_SAMPLES)  # frames past the seam the crossfade needs
+            begin, end = (low if held is None else low - reach), (high if last else high + reach)
+            audio = self.vocode(front, begin, end, edges)
             origin = begin * FEATURE_SAMPLES  # the sample of the piece that audio[0] is
             head = low * FEATURE_SAMPLES - (0 if held is None else half) - origin
             tail = high * FEATURE_SAMPLES - (0 if last else half) - origin
@@ -149,10 +165,28 @@ class SplitModel:
                 held = audio[tail : tail + 2 * half]
             yield part
 
-    def _run(self, front: Front, low: int, high: int) -> np.ndarray:
-        feed = {
-            VOCODER_FEATURES: front.features[:, :, low:high],
-            VOCODER_STYLE: front.style,
-            VOCODER_SOURCE: front.source[:, :, low * SOURCE_PER_FEATURE : high * SOURCE_PER_FEATURE + 1],
-        }
+    def _run(self, front: Front, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+        """The vocoder on the feature frames of ``spans``, joined (empty spans skipped)."""
+        spans = [(low, high) for low, high in spans if high > low]
+        features = np.concatenate([front.features[:, :, low:high] for low, high in spans], axis=2)
+        source = np.concatenate(
+            [front.source[:, :, low * SOURCE_PER_FEATURE : high * SOURCE_PER_FEATURE] for low, high in spans]
+            + [front.source[:, :, spans[-1][1] * SOURCE_PER_FEATURE :][:, :, :1]],  # the source's one extra frame
+            axis=2,
+        )
+        feed = {VOCODER_FEATURES: features, VOCODER_STYLE: front.style, VOCODER_SOURCE: source}
         return np.asarray(self._vocoder.run(None, feed, self._run_options)[0], dtype=np.float32).ravel()
+
+
+def _silence_beside(frames: int, edges: tuple[int, int], low: int, high: int) -> tuple[int, int]:
+    """Frames of the piece's leading and trailing silence to run beside [low, high) so that
+    the run holds the whole piece's share of silence."""
+    lead, trail = edges
+    share = (lead + trail) / frames if frames else 0.0
+    present = max(0, min(high, lead) - low) + max(0, high - max(low, frames - trail))
+    if share >= 1.0 or present >= share * (high - low):
+        return 0, 0
+    wanted = int(np.ceil((share * (high - low) - present) / (1.0 - share)))
+    before = min(max(0, min(lead, low)), wanted // 2 + wanted % 2)  # silence not already in the run
+    after = min(max(0, min(trail, frames - high)), wanted - before)
+    return before, after

@@ -131,7 +131,8 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
     async def load() -> None:
         try:
             loaded = engine or await asyncio.to_thread(
-                KokoroEngine.load, settings.model_dir, settings.device, settings.variant, pauses=settings.pauses
+                KokoroEngine.load, settings.model_dir, settings.device, settings.variant, pauses=settings.pauses,
+                first_window_s=settings.first_window_s,
             )
         except Exception as error:
             state.failure = str(error)

@@ -23,6 +23,10 @@ class ServerSettings:
     """The silence before a request's first sound and between sentences (``--leading-silence-ms``,
     ``--sentence-pause-ms``); the model's own padding is cut to these. They reach the engine
     this server loads; a server given a loaded engine (tests, benches) keeps that engine's."""
+    first_window_s: float = 0.0
+    """The first vocoder window of a silent listener's first piece (``--first-window-ms``):
+    its first audio waits for this much audio, not for the whole piece; 0 (the default)
+    renders it whole."""
     max_sessions: int = 64
     """Open WebSocket sessions beyond this are answered ``busy`` and closed."""
     max_queue: int = 256

@@ -1,0 +1,119 @@
+"""The vocoder window by window: the graph cut, the windows, the silences fitted as parts come."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from voicestream.bench.asr import transcribe, word_errors
+from voicestream.bench.texts import LONE_SENTENCE
+from voicestream.engine import KokoroEngine
+from voicestream.engine.graph import load_graph
+from voicestream.engine.kokoro import session_options
+from voicestream.engine.silence import SpeechFit, fit_to_speech
+from voicestream.engine.vocoder import (
+    plan_windows,
+    silent_edges,
+    speech_frames,
+    word_seams,
+)
+
+RATE = 24_000
+
+
+def _tone(seconds: float) -> np.ndarray:
+    return (0.5 * np.sin(2 * np.pi * 200 * np.arange(round(seconds * RATE)) / RATE)).astype(np.float32)
+
+
+def _silence(seconds: float) -> np.ndarray:
+    return np.zeros(round(seconds * RATE), np.float32)
+
+
+@pytest.mark.parametrize("cuts", [[0.1], [0.35, 0.36, 0.9], [0.5, 1.0, 1.2, 1.6], [0.05, 0.1, 0.15, 1.9]])
+def test_speech_fit_in_parts_joins_into_the_whole_fit(cuts: list[float]) -> None:
+    audio = np.concatenate([_silence(0.3), _tone(0.4), _silence(0.2), _tone(0.3), _silence(0.6)])
+    whole, trim = fit_to_speech(audio, RATE, before_s=0.02, after_s=0.33)
+    fit = SpeechFit(RATE, 0.02, 0.33)
+    bounds = [0, *(round(cut * RATE) for cut in cuts), audio.size]
+    parts = [fit.push(audio[a:b]) for a, b in itertools.pairwise(bounds)]
+    parts.append(fit.finish())
+    np.testing.assert_array_equal(np.concatenate(parts), whole)
+    assert fit.trim == trim
+    assert parts[0].size == 0 or cuts[0] > 0.3  # nothing goes out before the first sound has come
+
+
+def test_speech_fit_keeps_audio_with_no_sound_whole() -> None:
+    fit = SpeechFit(RATE, 0.02, 0.33)
+    quiet = _silence(0.5)
+    assert fit.push(quiet).size == 0
+    np.testing.assert_array_equal(fit.finish(), quiet)
+
+
+def test_windows_cover_the_range_grow_and_meet_between_words() -> None:
+    windows = plan_windows(10, 500, 40, seams=[55, 110, 300])
+    assert windows[0][0] == 10 and windows[-1][1] == 500
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(windows))  # contiguous
+    assert windows[0] == (10, 55)  # the first seam at least 40 frames in
+    assert windows[1] == (55, 110)  # 45 frames on: the seam at 110 is within reach of 100
+    lengths = [high - low for low, high in windows]
+    assert all(later >= sum(lengths[:i]) or i == len(lengths) - 1 for i, later in enumerate(lengths) if i)
+    assert plan_windows(0, 50, 40) == [(0, 50)]  # a remainder shorter than a first window joins it
+
+
+def test_word_seams_are_the_middles_of_the_spaces() -> None:
+    # tokens: pad, a, space, b, pad with durations 3, 2, 4, 1, 5 (frames of 600 samples)
+    assert word_seams([0, 43, 16, 44, 0], [3, 2, 4, 1, 5], space=16) == [14]  # (5 + 9) feature frames
+
+
+
+def test_the_silent_edges_are_not_rendered_past_a_margin() -> None:
+    # pad, comma, a, space, b, full stop, pad: durations in frames of 600 samples
+    tokens, durations = [0, 3, 43, 16, 44, 4, 0], [14, 2, 3, 1, 4, 6, 1]
+    assert silent_edges(tokens, durations, frozenset({0, 3, 4, 16})) == (32, 14)  # feature frames
+    assert speech_frames((28, 40), 98) == (16, 70)  # 12 feature frames kept at each end
+    assert speech_frames((6, 10), 30) == (0, 30)  # less silence than the margin: all of it
+
+
+def test_the_cut_graph_run_whole_is_the_model_bit_for_bit(engine: KokoroEngine) -> None:
+    graph = load_graph(engine.files.model_path)
+    assert graph.split is not None
+    piece = next(engine.plan(LONE_SENTENCE, cut_first_clause=False))
+    feed = engine.model_inputs(piece, "af_heart", 1.0)
+    assert feed is not None
+    whole = ort.InferenceSession(graph.model, session_options(1), providers=["CPUExecutionProvider"])
+    expected, _ = fit_to_speech(
+        np.asarray(whole.run(None, feed)[0]).ravel(), RATE, piece.silence_before_s, piece.silence_after_s
+    )
+    np.testing.assert_array_equal(engine.render(piece, "af_heart", 1.0), expected)
+
+
+def test_a_silent_listeners_first_piece_comes_in_parts_the_first_short(windowed: KokoroEngine) -> None:
+    engine = windowed
+    piece = next(engine.plan(LONE_SENTENCE, words=True))
+    assert piece.windowed
+    parts = list(engine.render_parts(piece, "af_heart", 1.0, engine.max_threads))
+    whole = engine.render_timed(dataclasses.replace(piece, windowed=False), "af_heart", 1.0)
+    assert len(parts) >= 3 and all(part.more for part in parts[:-1]) and not parts[-1].more
+    # the first part: the onset, then the first window (from 150 ms before the first phoneme,
+    # on to the next word's seam within another 250 ms): well under half the piece
+    assert parts[0].audio.size <= round((engine.first_window_s + 0.27) * RATE) < whole.audio.size / 2
+    joined = np.concatenate([part.audio for part in parts])
+    assert abs(joined.size - whole.audio.size) <= 0.05 * RATE  # the same speech, fitted alike
+    words = [w for part in parts for w in part.words]
+    assert parts[0].words and not any(part.words for part in parts[1:])  # the words come first
+    assert [w.word for w in words] == [w.word for w in whole.words]
+    assert max(abs(a.start_s - b.start_s) for a, b in zip(words, whole.words, strict=True)) < 0.03
+    # Whisper hears the words (a seam may still sound like a comma: "speech, let's" costs two)
+    errors, count = word_errors(piece.text, transcribe(joined, RATE))
+    assert errors <= 2, (errors, count, transcribe(joined, RATE))
+
+
+def test_a_first_window_of_zero_renders_the_first_piece_whole(engine: KokoroEngine) -> None:
+    assert engine.first_window_s == 0  # the default
+    piece = next(engine.plan(LONE_SENTENCE))
+    assert not piece.windowed
+    assert len(list(engine.render_parts(piece, "af_heart", 1.0))) == 1

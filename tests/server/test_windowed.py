@@ -1,0 +1,36 @@
+"""A silent listener's first piece vocoded window by window: handed over part by part."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from voicestream.bench.texts import LONE_SENTENCE
+from voicestream.engine import KokoroEngine
+from voicestream.engine.vocoder import FIRST_WINDOW_S
+from voicestream.server.job import Listener, SynthesisJob
+from voicestream.server.scheduler import SynthesisScheduler
+
+
+async def test_the_first_piece_goes_out_window_by_window_with_its_words_first(windowed: KokoroEngine) -> None:
+    scheduler = SynthesisScheduler(windowed, workers=2)
+    scheduler.start()
+    try:
+        job = scheduler.submit(SynthesisJob(LONE_SENTENCE, "af_heart", 1.0, Listener(), word_timestamps=True))
+        async with asyncio.timeout(60):
+            chunks = [chunk async for chunk in job.audio()]
+    finally:
+        await scheduler.stop()
+    piece = next(windowed.plan(LONE_SENTENCE, words=True))
+    parts = list(windowed.render_parts(piece, "af_heart", 1.0, windowed.max_threads))
+    spoken = [chunk for chunk in chunks if chunk.seconds]
+    # one chunk per part, in order, the piece's words with the first (timed from the request's start)
+    assert [chunk.seconds for chunk in spoken] == [part.audio.size / windowed.sample_rate for part in parts if part.audio.size]
+    assert spoken[0].seconds <= FIRST_WINDOW_S + 0.27 and len(spoken) >= 3
+    assert spoken[0].words and not any(chunk.words for chunk in spoken[1:])
+    assert [w.start_s for w in spoken[0].words] == pytest.approx([w.start_s for w in parts[0].words])
+    expected = (np.clip(np.concatenate([p.audio for p in parts]), -1.0, 1.0) * 32767).astype("<i2").tobytes()
+    assert b"".join(chunk.data for chunk in chunks) == expected
+    assert job.audio_seconds == pytest.approx(sum(chunk.seconds for chunk in spoken))

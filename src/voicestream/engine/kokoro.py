@@ -407,7 +407,7 @@ class KokoroEngine:
         edges = silent_edges(tokens, front.durations, self._silent_tokens)
         skipped = speech_frames(edges, front.frames)[0] * FEATURE_SAMPLES
         fit = SpeechFit(self.sample_rate, piece.silence_before_s, piece.silence_after_s)
-        rendered = (front.frames * FEATURE_SAMPLES) - skipped
+        voiced = (front.frames - edges[1]) * FEATURE_SAMPLES - skipped
         words: list[WordTiming] | None = (
             time_words(piece.words, piece.phonemes, front.durations) if piece.words is not None else []
         )
@@ -416,7 +416,9 @@ class KokoroEngine:
             audio = fit.push(window)
             if audio.size and words is not None:
                 trim = fit.head
-                length = trim.head_padded + rendered - trim.head_removed + round(piece.silence_after_s * self.sample_rate)
+                # the audio's length is known at the end only: words end by the last phoneme's end,
+                # which can be past the end of the audio fitted to its last audible window
+                length = trim.head_padded + voiced - trim.head_removed
                 yield RenderedPiece(
                     audio, shift_words(words, skipped + trim.head_removed, trim.head_padded, length, self.sample_rate),
                     more=True,

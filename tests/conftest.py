@@ -31,7 +31,7 @@ def engine() -> KokoroEngine:
 
 @pytest.fixture
 def windowed(engine: KokoroEngine) -> Iterator[KokoroEngine]:
-    """The session's engine with the first window on (``--first-window-ms 800``)."""
+    """The session's engine with the first window on (``--first-window-ms 500``)."""
     engine.first_window_s, saved = FIRST_WINDOW_S, engine.first_window_s
     try:
         yield engine

@@ -273,7 +273,7 @@ def serve(
         float,
         typer.Option("--first-window-ms", min=0,
                      help="Vocode a silent listener's first piece window by window, the first this long "
-                     "(800 measured best), so that its first audio does not wait for the whole piece; "
+                     "(500 measured), so that its first audio does not wait for the whole piece; "
                      "0 renders it whole (the seams can still be heard: docs/BENCHMARKS.md)."),
     ] = 0,
     wyoming_port: Annotated[

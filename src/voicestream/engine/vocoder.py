@@ -3,20 +3,23 @@
 The model's front (text encoder, durations, pitch, the harmonic source) runs once over the
 whole piece; the vocoder, nine tenths of the work, then runs on windows of its feature
 frames, so the first audio of a long piece costs the front plus one short window instead
-of the whole piece (`voicestream.engine.graph` says where the graph is cut). Windows meet between
-words (`word_seams`). The prosody stays the whole piece's: durations, pitch and the source's phase come from one front run.
+of the whole piece (`voicestream.engine.graph` says where the graph is cut). The prosody
+stays the whole piece's: durations, pitch and the source's phase come from one front run.
 
-A window is run with `CONTEXT_FRAMES` of features on each side, whose audio is dropped, and
-neighbouring windows meet in a `CROSSFADE_SAMPLES` linear crossfade. The vocoder normalizes
-its activations over the frames it is given (instance norm, dynamic quantization), so a
-window's audio is near the whole run's, not equal to it: against the whole run, a log-
-spectral distance of 5.1 dB, where the same model dequantized to fp32 differs from int8 by
-9.7 dB (a one-off script; WER in docs/BENCHMARKS.md).
+A window is run with `CONTEXT_FRAMES` of features on each side, whose audio is dropped;
+neighbouring windows meet between words (`word_seams`) in a `CROSSFADE_SAMPLES` linear
+crossfade. The vocoder normalizes its activations over the frames it is given (instance
+norm, dynamic quantization), so a window's audio is near the whole run's, not equal to
+it; a window of speech alone came out 1.5 dB quieter than the same frames of the whole
+run, and seams were heard as commas ("streaming speech, let's"). So each window runs with
+the piece's own leading and trailing silence beside it, as much as the whole piece holds
+in proportion (`_silence_beside`): then as many words are heard as from the whole piece
+(docs/BENCHMARKS.md).
 
-Windows grow: the first is `FIRST_WINDOW_S` of audio from just before the first phoneme
-(the pad token's frames are silence, not rendered), each next one as long as all the
-audio before it, so each renders in less time than the audio already sent takes to play
-(RTF below one half on two cores); the pad token's frames after the last phoneme are not
+Windows grow: the first is the first window's length of audio from `EDGE_FRAMES` before the
+first phoneme (the silent tokens' frames before it are not rendered), each next one as long
+as all the audio before it, so each renders in less time than the audio already sent takes
+to play (RTF below one half on two cores); the silent frames after the last phoneme are not
 rendered either, past `EDGE_FRAMES`.
 """
 
@@ -37,13 +40,13 @@ FEATURE_SAMPLES = FRAME_SAMPLES // 2
 """Samples per vocoder feature frame: two feature frames per predicted frame."""
 SOURCE_PER_FEATURE = 60
 """Harmonic-source frames per feature frame (a 5-sample hop); the source has one more in all."""
-CONTEXT_FRAMES = 24
-"""Feature frames (300 ms) run on each side of a window and dropped: the convolutions' reach, and more frames for the vocoder's normalization to see."""
+CONTEXT_FRAMES = 8
+"""Feature frames (100 ms) run on each side of a window and dropped: the convolutions' reach."""
 EDGE_FRAMES = 12
 """Feature frames (150 ms) kept before the first phoneme and after the last."""
-FIRST_WINDOW_S = 0.8
-"""Measured: a 0.5 s first window cost two more misheard words in about 650 (Whisper tiny.en),
-0.8 s one (docs/BENCHMARKS.md)."""
+FIRST_WINDOW_S = 0.5
+"""The first window's audio (``serve --first-window-ms 500``): with the piece's silence beside
+each window, as many words heard as from the whole piece (docs/BENCHMARKS.md)."""
 SEAM_REACH_FRAMES = 20
 """How far past a window's planned end (250 ms) a seam between words is looked for."""
 CROSSFADE_SAMPLES = 480

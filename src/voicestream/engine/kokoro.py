@@ -3,7 +3,7 @@
 A request's text is cut into sentences (the text layer's chunker), and each sentence into
 batches within the model's 510-phoneme window, so the first audio of a long block costs
 no more than its first sentence alone. Callers that schedule work themselves (the server)
-use :meth:`KokoroEngine.plan` and :meth:`KokoroEngine.render`; scripts use
+use :meth:`KokoroEngine.plan` and :meth:`KokoroEngine.render_parts`; scripts use
 :meth:`KokoroEngine.stream` or :meth:`KokoroEngine.synthesize`.
 """
 
@@ -78,7 +78,8 @@ DEVICES = ("cpu", "cuda")
 
 @dataclass(frozen=True)
 class Piece:
-    """One unit of synthesis: at most 510 phonemes, rendered by a single model run.
+    """One unit of synthesis: at most 510 phonemes, rendered by one run of the model's front and
+    its vocoder (the vocoder in windows when `windowed`).
 
     ``first`` and ``last`` say where the piece sits in its request; the model's padding is
     cut to ``silence_before_s`` before its first sound and ``silence_after_s`` after its
@@ -185,9 +186,11 @@ class KokoroEngine:
     ONNX Runtime fixes a session's intra-op thread count when the session is made, so on
     the CPU the engine holds two sessions of the same weights: one single-threaded, for
     steady work that runs one piece per core in parallel, and one with every core
-    (`max_threads`), for a first chunk that has the machine to itself. `render` takes the
-    thread count the caller chose (the server's scheduler decides it from what else runs).
-    :meth:`render` is safe to call from several threads at once.
+    (`max_threads`), for a first chunk that has the machine to itself; each is a pair
+    (front and vocoder, `voicestream.engine.graph`) where the graph can be cut. `render`
+    takes the thread count the caller chose (the server's scheduler decides it from what
+    else runs); the server uses `render_parts`, which gives a windowed piece's audio as it
+    is made. Both are safe to call from several threads at once.
     """
 
     sample_rate = SAMPLE_RATE

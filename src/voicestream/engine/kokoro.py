@@ -13,6 +13,7 @@ import asyncio
 import functools
 import logging
 import os
+import threading
 import unicodedata
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -78,8 +79,8 @@ DEVICES = ("cpu", "cuda")
 
 @dataclass(frozen=True)
 class Piece:
-    """One unit of synthesis: at most 510 phonemes, rendered by one run of the model's front and
-    its vocoder (the vocoder in windows when `windowed`).
+    """One unit of synthesis: at most 510 phonemes, rendered by a single model run (or, when
+    `windowed`, one run of the model's front and its vocoder in windows).
 
     ``first`` and ``last`` say where the piece sits in its request; the model's padding is
     cut to ``silence_before_s`` before its first sound and ``silence_after_s`` after its
@@ -186,8 +187,8 @@ class KokoroEngine:
     ONNX Runtime fixes a session's intra-op thread count when the session is made, so on
     the CPU the engine holds two sessions of the same weights: one single-threaded, for
     steady work that runs one piece per core in parallel, and one with every core
-    (`max_threads`), for a first chunk that has the machine to itself; each is a pair
-    (front and vocoder, `voicestream.engine.graph`) where the graph can be cut. `render`
+    (`max_threads`), for a first chunk that has the machine to itself; windowed pieces run
+    on a front and vocoder pair of each (`voicestream.engine.graph`). `render`
     takes the thread count the caller chose (the server's scheduler decides it from what
     else runs); the server uses `render_parts`, which gives a windowed piece's audio as it
     is made. Both are safe to call from several threads at once.
@@ -215,29 +216,25 @@ class KokoroEngine:
         graph = load_graph(files.model_path)
         self._durations_output = graph.durations
         self._split = graph.split
-        single = _session(graph.split.front if graph.split else graph.model, providers, threads=1)
-        self.device = "cuda" if single.get_providers()[0] == "CUDAExecutionProvider" else "cpu"
+        self._providers = providers
+        single = _session(graph.model, providers, threads=1)
+        self.providers: list[str] = single.get_providers()
+        self.device = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
         self.max_threads = 1 if self.device == "cuda" else max_threads or max_run_threads()
+        self._sessions = {1: single}
+        if self.max_threads > 1:
+            self._sessions[self.max_threads] = _session(graph.model, providers, self.max_threads)
         inputs = {i.name: i for i in single.get_inputs()}
         self._tokens_input = "input_ids" if "input_ids" in inputs else "tokens"
         self._speed_dtype = np.int32 if "int" in inputs["speed"].type else np.float32
         self._outputs = [single.get_outputs()[0].name, *([graph.durations] if graph.durations else [])]
-        # One session (or front and vocoder pair) per thread count, made once.
-        self._sessions: dict[int, ort.InferenceSession] = {}
+        # The front and vocoder pairs run windowed pieces only: the whole model is a little
+        # faster on a whole piece. Made when the first window is on, or when first needed.
         self._split_models: dict[int, SplitModel] = {}
-        for threads in sorted({1, self.max_threads}):
-            front = single if threads == 1 else None
-            if graph.split is not None:
-                self._split_models[threads] = SplitModel(
-                    front or _session(graph.split.front, providers, threads),
-                    _session(graph.split.vocoder, providers, threads),
-                    _shrinking_run_options(),
-                )
-            else:
-                self._sessions[threads] = front or _session(graph.model, providers, threads)
-        self.providers: list[str] = (
-            self._split_models[1].providers() if graph.split is not None else single.get_providers()
-        )
+        self._split_lock = threading.Lock()
+        if first_window_s > 0 and graph.split is not None:
+            for threads in self._sessions:
+                self.split_model(threads)
         self._phonemizer = Phonemizer()
         self._silent_tokens = frozenset(
             {0} | {i for c, i in self._phonemizer.vocab.items() if unicodedata.category(c)[0] in "PZ"}
@@ -383,17 +380,27 @@ class KokoroEngine:
             yield RenderedPiece(np.zeros(0, dtype=np.float32), [])
             return
         key = self.max_threads if threads > 1 else 1
-        if self._split is None:
+        if not piece.windowed or self._split is None:
             outputs = self._sessions[key].run(self._outputs, feed, _shrinking_run_options())
             durations = np.asarray(outputs[1]).ravel() if len(outputs) > 1 else None
             yield self._fitted(piece, np.asarray(outputs[0], dtype=np.float32).ravel(), durations)
             return
-        model = self._split_models[key]
-        front = model.front(feed)
-        if not piece.windowed:
-            yield self._fitted(piece, model.whole(front), front.durations)
-            return
-        yield from self._windowed(piece, model, front, feed[self._tokens_input].ravel())
+        model = self.split_model(key)
+        yield from self._windowed(piece, model, model.front(feed), feed[self._tokens_input].ravel())
+
+    def split_model(self, threads: int) -> SplitModel:
+        """The front and vocoder sessions for ``threads`` (1 or `max_threads`), made once.
+        Raises `ValueError` for a model whose graph could not be cut."""
+        if self._split is None:
+            raise ValueError("this model's graph has no vocoder cut; its pieces run whole")
+        with self._split_lock:
+            if threads not in self._split_models:
+                self._split_models[threads] = SplitModel(
+                    _session(self._split.front, self._providers, threads),
+                    _session(self._split.vocoder, self._providers, threads),
+                    _shrinking_run_options(),
+                )
+            return self._split_models[threads]
 
     def _fitted(self, piece: Piece, audio: np.ndarray, durations: np.ndarray | None) -> RenderedPiece:
         """A whole run's audio cut to the piece's silences, with its words."""

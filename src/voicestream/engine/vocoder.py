@@ -36,6 +36,7 @@ from voicestream.engine.graph import FRAME_SAMPLES, VOCODER_FEATURES, VOCODER_SO
 if TYPE_CHECKING:
     import onnxruntime as ort
 
+SAMPLE_RATE = 24_000
 FEATURE_SAMPLES = FRAME_SAMPLES // 2
 """Samples per vocoder feature frame: two feature frames per predicted frame."""
 SOURCE_PER_FEATURE = 60
@@ -118,9 +119,6 @@ class SplitModel:
         self._run_options = run_options
         self._front_outputs = [output.name for output in front.get_outputs()]
 
-    def providers(self) -> list[str]:
-        return self._vocoder.get_providers()
-
     def front(self, feed: dict[str, np.ndarray]) -> Front:
         values = dict(zip(self._front_outputs, self._front.run(self._front_outputs, feed, self._run_options), strict=True))
         durations = next(value for name, value in values.items() if name not in (VOCODER_FEATURES, VOCODER_STYLE, VOCODER_SOURCE))
@@ -130,8 +128,8 @@ class SplitModel:
         """The audio of feature frames [start, stop), with `CONTEXT_FRAMES` of context on each
         side run and dropped (none beyond the piece's own frames), and as much of the piece's
         own silence (``edges``) beside them as the whole piece has in proportion: the vocoder
-        normalizes over the frames it is given, and a window of speech alone came out 1.7 dB
-        quieter than the whole run (median; with the silence, 0.4 dB; a one-off script)."""
+        normalizes over the frames it is given, and windows of speech alone came out 1.5 dB
+        quieter than the whole run (with the silence, 0.5 dB: docs/BENCHMARKS.md)."""
         low, high = max(0, start - CONTEXT_FRAMES), min(front.frames, stop + CONTEXT_FRAMES)
         lead, trail = _silence_beside(front.frames, edges, low, high)
         audio = self._run(front, [(0, lead), (low, high), (front.frames - trail, front.frames)])
@@ -149,13 +147,13 @@ class SplitModel:
         past its end and the next before its start as far as the `CROSSFADE_SAMPLES`
         crossfade centred on the seam needs. The parts join end to end."""
         start, stop = speech_frames(edges, front.frames)
-        planned = plan_windows(start, stop, max(1, round(first_window_s * 24_000 / FEATURE_SAMPLES)), seams)
+        planned = plan_windows(start, stop, max(1, round(first_window_s * SAMPLE_RATE / FEATURE_SAMPLES)), seams)
         half = CROSSFADE_SAMPLES // 2
+        reach = -(-half // FEATURE_SAMPLES)  # frames past the seam the crossfade needs
         fade_in = np.linspace(0.0, 1.0, 2 * half, dtype=np.float32)
         held: np.ndarray | None = None  # the window before's audio over [seam - half, seam + half)
         for index, (low, high) in enumerate(planned):
             last = index == len(planned) - 1
-            reach = -(-half // FEATURE_SAMPLES)  # frames past the seam the crossfade needs
             begin, end = (low if held is None else low - reach), (high if last else high + reach)
             audio = self.vocode(front, begin, end, edges)
             origin = begin * FEATURE_SAMPLES  # the sample of the piece that audio[0] is

@@ -31,8 +31,18 @@ def engine() -> KokoroEngine:
 
 @pytest.fixture
 def windowed(engine: KokoroEngine) -> Iterator[KokoroEngine]:
-    """The session's engine with the first window on (``--first-window-ms 500``)."""
+    """The session's engine with the first window on (``--first-window-ms 500``, the default)."""
     engine.first_window_s, saved = FIRST_WINDOW_S, engine.first_window_s
+    try:
+        yield engine
+    finally:
+        engine.first_window_s = saved
+
+
+@pytest.fixture
+def whole_pieces(engine: KokoroEngine) -> Iterator[KokoroEngine]:
+    """The session's engine with the first window off (``--first-window-ms 0``): every piece whole."""
+    engine.first_window_s, saved = 0.0, engine.first_window_s
     try:
         yield engine
     finally:

@@ -16,6 +16,7 @@ from voicestream.engine.graph import load_graph
 from voicestream.engine.kokoro import session_options
 from voicestream.engine.silence import SpeechFit, fit_to_speech
 from voicestream.engine.vocoder import (
+    FIRST_WINDOW_S,
     plan_windows,
     silent_edges,
     speech_frames,
@@ -103,19 +104,32 @@ def test_a_silent_listeners_first_piece_comes_in_parts_the_first_short(windowed:
     joined = np.concatenate([part.audio for part in parts])
     assert abs(joined.size - whole.audio.size) <= 0.05 * RATE  # the same speech, fitted alike
     words = [w for part in parts for w in part.words]
-    assert parts[0].words and not any(part.words for part in parts[1:])  # the words come first
+    # the words but the last come first; the last, once the audio's end is known, with the last part
+    assert len(parts[0].words) == len(whole.words) - 1 and not any(part.words for part in parts[1:-1])
+    assert len(parts[-1].words) == 1
     assert [w.word for w in words] == [w.word for w in whole.words]
+    assert all(a.end_s <= b.start_s + 1e-9 for a, b in itertools.pairwise(words))  # in order, no overlap
+    assert words[-1].start_s < words[-1].end_s <= joined.size / RATE  # the last ends inside the audio
     assert max(abs(a.start_s - b.start_s) for a, b in zip(words, whole.words, strict=True)) < 0.03
     # Whisper hears the words (a seam may still sound like a comma: "speech, let's" costs two)
     errors, count = word_errors(piece.text, transcribe(joined, RATE))
     assert errors <= 2, (errors, count, transcribe(joined, RATE))
 
 
-def test_a_first_window_of_zero_renders_the_first_piece_whole(engine: KokoroEngine) -> None:
-    assert engine.first_window_s == 0  # the default
-    piece = next(engine.plan(LONE_SENTENCE))
+def test_a_first_window_of_zero_renders_the_first_piece_whole(whole_pieces: KokoroEngine) -> None:
+    piece = next(whole_pieces.plan(LONE_SENTENCE))
     assert not piece.windowed
-    assert len(list(engine.render_parts(piece, "af_heart", 1.0))) == 1
+    assert len(list(whole_pieces.render_parts(piece, "af_heart", 1.0))) == 1
+
+
+def test_the_first_window_is_on_by_default_where_the_audio_is_streamed(engine: KokoroEngine) -> None:
+    """The server's and the engine's default; a caller that joins the parts plans whole pieces."""
+    from voicestream.server.settings import ServerSettings
+
+    assert engine.first_window_s == ServerSettings().first_window_s == FIRST_WINDOW_S
+    assert next(engine.plan(LONE_SENTENCE)).windowed
+    assert not next(engine.plan(LONE_SENTENCE, windows=False)).windowed
+    assert not next(engine.plan(LONE_SENTENCE, cut_first_clause=False)).windowed  # a listener already hearing
 
 
 def _level_db(audio: np.ndarray) -> np.ndarray:

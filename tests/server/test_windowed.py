@@ -14,7 +14,7 @@ from voicestream.server.job import Listener, SynthesisJob
 from voicestream.server.scheduler import SynthesisScheduler
 
 
-async def test_the_first_piece_goes_out_window_by_window_with_its_words_first(windowed: KokoroEngine) -> None:
+async def test_the_first_piece_goes_out_window_by_window_with_its_words(windowed: KokoroEngine) -> None:
     scheduler = SynthesisScheduler(windowed, workers=2)
     scheduler.start()
     try:
@@ -26,11 +26,14 @@ async def test_the_first_piece_goes_out_window_by_window_with_its_words_first(wi
     piece = next(windowed.plan(LONE_SENTENCE, words=True))
     parts = list(windowed.render_parts(piece, "af_heart", 1.0, windowed.max_threads))
     spoken = [chunk for chunk in chunks if chunk.seconds]
-    # one chunk per part, in order, the piece's words with the first (timed from the request's start)
+    # one chunk per part, in order, the piece's words with the first but its last word, which
+    # comes with the last part (timed from the request's start)
     assert [chunk.seconds for chunk in spoken] == [part.audio.size / windowed.sample_rate for part in parts if part.audio.size]
     assert spoken[0].seconds <= FIRST_WINDOW_S + 0.27 and len(spoken) >= 3
-    assert spoken[0].words and not any(chunk.words for chunk in spoken[1:])
-    assert [w.start_s for w in spoken[0].words] == pytest.approx([w.start_s for w in parts[0].words])
+    assert spoken[0].words and not any(chunk.words for chunk in spoken[1:-1]) and len(spoken[-1].words) == 1
+    words = [w for chunk in spoken for w in chunk.words]
+    assert [w.start_s for w in words] == pytest.approx([w.start_s for part in parts for w in part.words])
+    assert words[-1].end_s <= job.audio_seconds + 1e-9  # inside the audio (float sums aside)
     expected = (np.clip(np.concatenate([p.audio for p in parts]), -1.0, 1.0) * 32767).astype("<i2").tobytes()
     assert b"".join(chunk.data for chunk in chunks) == expected
     assert job.audio_seconds == pytest.approx(sum(chunk.seconds for chunk in spoken))

@@ -2,9 +2,9 @@
 
 The same int8 model and voice, one text at a time, time to first audio and to the first
 audible sound (`voicestream.audio.FirstSound`: a player that starts at the first byte):
-through a new session of the voicestream server on 127.0.0.1 (first chunk on every core),
-through one that vocodes the first piece window by window (``serve --first-window-ms 800``),
-through the same server with one thread per run (what it did before thread counts followed
+through a new session of the voicestream server on 127.0.0.1 (first chunk on every core,
+vocoded window by window: the default), through one that renders it whole
+(``serve --first-window-ms 0``, the previous release), through the same server with one thread per run (what it did before thread counts followed
 the load), and through kokoro-onnx's `create_stream` (its session's default threads: every
 core), the library a user would otherwise pick: the release the dev group pins, in this
 process, and its current release in a Python of its own (`kokoro_onnx_worker.py` under
@@ -33,7 +33,6 @@ from voicestream.bench.report import Chart, Report, Table, machine_context
 from voicestream.bench.texts import BLOCK, LONE_SENTENCE, ONE_SENTENCE
 from voicestream.bench.transport import first_sound, ws_url
 from voicestream.engine import KokoroEngine
-from voicestream.engine.vocoder import FIRST_WINDOW_S
 from voicestream.server import running_server
 
 VOICE = "af_heart"
@@ -125,17 +124,17 @@ def _median_ms(values: list[float | None]) -> float | None:
 def measure_library(engine: KokoroEngine, trials: int = 5, texts: dict[str, str] = TEXTS) -> Report:
     """The table of first audio and first sound per text and contender, and the ratios to kokoro-onnx."""
     single = KokoroEngine(engine.files, max_threads=1)
-    windowed = KokoroEngine(engine.files, first_window_s=FIRST_WINDOW_S)
+    whole = KokoroEngine(engine.files, first_window_s=0.0)
     notes: list[str] = []
     with (
         running_server(engine) as fast_base,
-        running_server(windowed) as windowed_base,
+        running_server(whole) as whole_base,
         running_server(single) as single_base,
         _kokoro_onnx(engine, notes) as peers,
     ):
         contenders: dict[str, object] = {
-            "voicestream, every core": ws_url(fast_base),
-            f"voicestream, first window {FIRST_WINDOW_S * 1000:.0f} ms": ws_url(windowed_base),
+            f"voicestream, every core (first window {engine.first_window_s * 1000:.0f} ms)": ws_url(fast_base),
+            "voicestream, whole first piece": ws_url(whole_base),
             "voicestream, one thread": ws_url(single_base),
             **peers,
         }

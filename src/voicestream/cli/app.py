@@ -272,10 +272,10 @@ def serve(
     first_window_ms: Annotated[
         float,
         typer.Option("--first-window-ms", min=0,
-                     help="Vocode a silent listener's first piece window by window, the first this long "
-                     "(500 measured), so that its first audio does not wait for the whole piece; "
-                     "0 renders it whole (the seams can still be heard: docs/BENCHMARKS.md)."),
-    ] = 0,
+                     help="Vocode a silent listener's first piece window by window, the first this long, "
+                     "so that its first audio does not wait for the whole piece; 0 renders it whole "
+                     "(docs/BENCHMARKS.md)."),
+    ] = 500,  # vocoder.FIRST_WINDOW_S (not imported: --help stays fast)
     wyoming_port: Annotated[
         int | None,
         typer.Option("--wyoming-port", help="Also serve the Wyoming protocol (Home Assistant) on this port, e.g. 10200."),

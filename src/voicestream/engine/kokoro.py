@@ -45,6 +45,7 @@ from voicestream.engine.phonemes import (
 from voicestream.engine.silence import DEFAULT_PAUSES, Pauses, SpeechFit, fit_to_speech
 from voicestream.engine.vocoder import (
     FEATURE_SAMPLES,
+    FIRST_WINDOW_S,
     Front,
     SplitModel,
     silent_edges,
@@ -104,7 +105,8 @@ class Piece:
 class RenderedPiece:
     """A piece's audio, and its words timed from the start of that audio (empty unless the
     piece was planned with words). From `KokoroEngine.render_parts`, one part of a piece:
-    ``more`` says that parts of the same piece follow (the words come with its first part)."""
+    ``more`` says that parts of the same piece follow (its words but the last come with its
+    first audible part, the last with its last part)."""
 
     audio: np.ndarray
     words: list[WordTiming]
@@ -203,15 +205,15 @@ class KokoroEngine:
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
         max_threads: int | None = None,
         pauses: Pauses = DEFAULT_PAUSES,
-        first_window_s: float = 0.0,
+        first_window_s: float = FIRST_WINDOW_S,
     ) -> None:
         providers = _providers(device)
         self.files = files
         self.pauses = pauses
         self.first_window_s = first_window_s
         """The first vocoder window of a silent listener's first piece (server
-        ``--first-window-ms``, e.g. `FIRST_WINDOW_S`); 0, the default, renders that piece
-        whole like every other: the windows' seams can still be heard (docs/BENCHMARKS.md)."""
+        ``--first-window-ms``; `FIRST_WINDOW_S` by default): that piece's first audio waits
+        for this much audio, not for all of it. 0 renders it whole like every other."""
         self.max_text_chars = max_text_chars
         graph = load_graph(files.model_path)
         self._durations_output = graph.durations
@@ -251,7 +253,7 @@ class KokoroEngine:
         progress: Progress | None = None,
         warm_up: bool = True,
         pauses: Pauses = DEFAULT_PAUSES,
-        first_window_s: float = 0.0,
+        first_window_s: float = FIRST_WINDOW_S,
     ) -> KokoroEngine:
         """Resolve the weights, build the session and (by default) warm it up once."""
         engine = cls(
@@ -301,7 +303,8 @@ class KokoroEngine:
             raise InvalidSpeedError(f"Speed {speed} is out of range; it must be between {MIN_SPEED} and {MAX_SPEED}.")
 
     def plan(
-        self, text: str, language: str = DEFAULT_LANGUAGE, cut_first_clause: bool = True, words: bool = False
+        self, text: str, language: str = DEFAULT_LANGUAGE, cut_first_clause: bool = True, words: bool = False,
+        windows: bool = True,
     ) -> Iterator[Piece]:
         """The pieces of ``text`` in speaking order, phonemized lazily one sentence at a time.
 
@@ -312,7 +315,8 @@ class KokoroEngine:
         sentence without one, before a break word (`split_before_break_word`; not with
         `words`, whose phonemes must be the sentence's): for a listener who hears nothing
         yet; one whose audio is playing gains nothing from the extra cut. For the same listener
-        the first piece is also `Piece.windowed`. With `words`, each piece also knows which
+        the first piece is also `Piece.windowed` (unless not ``windows``: a caller that joins
+        the parts gains nothing from them). With `words`, each piece also knows which
         written word of ``text`` each of its phonemes speaks, so that `render_timed` can time them.
         """
         sentences = split_sentences(normalize_for_speech(text, language))
@@ -342,7 +346,7 @@ class KokoroEngine:
                     silence_before_s=self.pauses.before(first, ends_sentence_before=b_index == 0),
                     silence_after_s=self.pauses.after(last),
                     words=piece_words,
-                    windowed=cut_first_clause and first and self._split is not None and self.first_window_s > 0,
+                    windowed=windows and cut_first_clause and first and self._split is not None and self.first_window_s > 0,
                 )
 
     def model_inputs(self, piece: Piece, voice: str, speed: float) -> dict[str, np.ndarray] | None:
@@ -374,7 +378,8 @@ class KokoroEngine:
         """The piece's audio as it is made (blocking): one part, or for a `Piece.windowed`
         piece one part per vocoder window, the first as soon as its window is done. The
         parts join end to end into the piece's audio; the words come with the first part
-        that has audio, timed from the piece's start."""
+        that has audio (a windowed piece's last word with its last part), timed from the
+        piece's start."""
         feed = self.model_inputs(piece, voice, speed)
         if feed is None:
             yield RenderedPiece(np.zeros(0, dtype=np.float32), [])
@@ -413,34 +418,39 @@ class KokoroEngine:
         )
 
     def _windowed(self, piece: Piece, model: SplitModel, front: Front, tokens: np.ndarray) -> Iterator[RenderedPiece]:
-        """`render_parts` window by window, its silences cut as the windows come (`SpeechFit`)."""
+        """`render_parts` window by window, its silences cut as the windows come (`SpeechFit`).
+
+        The words but the last go out with the first audible part; the last goes with the
+        last part, once the audio's length is known: Kokoro's last sound often fades before
+        its phoneme's predicted end, so the fitted audio can end before it, and a word must
+        end inside the audio (docs/PROTOCOL.md)."""
         edges = silent_edges(tokens, front.durations, self._silent_tokens)
         skipped = speech_frames(edges, front.frames)[0] * FEATURE_SAMPLES
         fit = SpeechFit(self.sample_rate, piece.silence_before_s, piece.silence_after_s)
         voiced = (front.frames - edges[1]) * FEATURE_SAMPLES - skipped
-        words: list[WordTiming] | None = (
-            time_words(piece.words, piece.phonemes, front.durations) if piece.words is not None else []
-        )
+        timed = time_words(piece.words, piece.phonemes, front.durations) if piece.words is not None else []
+        early, held = timed[:-1], timed[-1:]
+        sent = 0  # samples given out so far
         seams = word_seams(tokens, front.durations, self._phonemizer.tokenize(" ")[0])
         for window in model.windows(front, edges, seams, self.first_window_s):
             audio = fit.push(window)
-            if audio.size and words is not None:
+            if not audio.size:
+                continue
+            words: list[WordTiming] = []
+            if sent == 0 and early:
                 trim = fit.head
-                # the audio's length is known at the end only: words end by the last phoneme's end,
-                # which can be past the end of the audio fitted to its last audible window
-                length = trim.head_padded + voiced - trim.head_removed
-                yield RenderedPiece(
-                    audio, shift_words(words, skipped + trim.head_removed, trim.head_padded, length, self.sample_rate),
-                    more=True,
-                )
-                words = None
-            elif audio.size:
-                yield RenderedPiece(audio, [], more=True)
+                assert trim is not None  # audio went out: the head is known
+                words = shift_words(early, skipped + trim.head_removed, trim.head_padded,
+                                    trim.head_padded + voiced - trim.head_removed, self.sample_rate)
+            sent += audio.size
+            yield RenderedPiece(audio, words, more=True)
         audio = fit.finish()
-        if words is not None:  # nothing audible: the whole audio comes out now, unfitted
-            yield RenderedPiece(audio, shift_words(words, skipped, 0, audio.size, self.sample_rate))
-        else:
-            yield RenderedPiece(audio, [])
+        trim = fit.head
+        if trim is None:  # nothing audible: the whole audio comes out now, unfitted, with every word
+            yield RenderedPiece(audio, shift_words(timed, skipped, 0, audio.size, self.sample_rate))
+            return
+        length = sent + audio.size
+        yield RenderedPiece(audio, shift_words(held, skipped + trim.head_removed, trim.head_padded, length, self.sample_rate))
 
     def stream(
         self,
@@ -451,7 +461,8 @@ class KokoroEngine:
         language: str | None = None,
     ) -> Iterator[np.ndarray]:
         """Audio of ``text`` piece by piece (blocking), each run on `threads` threads;
-        ``language`` overrides the voice's."""
+        ``language`` overrides the voice's. Pieces come whole: the vocoder's windows are the
+        server's (`render_parts`), whose listener hears the first while the rest renders."""
         for rendered in self.stream_timed(text, voice, speed, threads, language, words=False):
             yield rendered.audio
 
@@ -468,7 +479,7 @@ class KokoroEngine:
         every core. At most one piece per core is held ahead. `progress` is told how many
         characters of sentences each handed-out piece finished; ``language`` overrides the voice's."""
         self.check(text, voice, speed, language)
-        pieces = self.plan(text, self.language_for(voice, language))
+        pieces = self.plan(text, self.language_for(voice, language), windows=False)  # each piece is joined
         first = next(pieces, None)
         second = next(pieces, None)
         if first is None:
@@ -493,7 +504,7 @@ class KokoroEngine:
     ) -> AsyncIterator[np.ndarray]:
         """Audio of ``text`` piece by piece; every blocking step runs in a worker thread."""
         self.check(text, voice, speed, language)
-        pieces = self.plan(text, self.language_for(voice, language))
+        pieces = self.plan(text, self.language_for(voice, language), windows=False)
         while (piece := await asyncio.to_thread(next, pieces, None)) is not None:
             yield await asyncio.to_thread(self.render, piece, voice, speed)
 
@@ -505,7 +516,7 @@ class KokoroEngine:
         start of the request's audio (the pieces before it added up)."""
         self.check(text, voice, speed, language)
         elapsed = 0
-        for piece in self.plan(text, self.language_for(voice, language), cut_first_clause, words):
+        for piece in self.plan(text, self.language_for(voice, language), cut_first_clause, words, windows=False):
             rendered = self.render_timed(piece, voice, speed, threads)
             yield RenderedPiece(rendered.audio, offset_words(rendered.words, elapsed / self.sample_rate))
             elapsed += rendered.audio.size

@@ -381,7 +381,7 @@ class SynthesisScheduler:
 
     def _render_next(self, job: SynthesisJob, first_audio: bool, early: Callable[[_Part], None]) -> _Part:
         """The next piece, encoded: its bytes, its duration, whether it was the request's
-        last (then the encoder's tail is included) and its words timed from its own start.
+        last (then the encoder's tail is included) and its words timed from the start of the part.
         A piece vocoded window by window hands each part but the last to ``early`` as it is
         made, and stops when the request ends meanwhile. Runs in a worker thread; first
         audio gets every core when nothing else holds one."""
@@ -395,12 +395,16 @@ class SynthesisScheduler:
             return self._render(job, piece, threads, early)
 
     def _render(self, job: SynthesisJob, piece: Piece, threads: int, early: Callable[[_Part], None]) -> _Part:
-        """One piece's model runs, part by part (a piece planned without words comes back with none)."""
+        """One piece's model runs, part by part (a piece planned without words comes back with
+        none), each part's words timed from the part's own start."""
+        before = 0.0  # seconds of the piece in the parts before this one
         for part in self.engine.render_parts(piece, job.voice, job.speed, threads):
             encoded = _encode(job, part.audio, piece.last and not part.more), part.audio.size / self.engine.sample_rate
+            words = offset_words(part.words, -before) if before else part.words
             if not part.more:
-                return (*encoded, piece.last, part.words)
-            early((*encoded, piece.last, part.words))
+                return (*encoded, piece.last, words)
+            early((*encoded, piece.last, words))
+            before += encoded[1]
             if job.finished:
                 break
         return b"", 0.0, piece.last, []
@@ -408,7 +412,8 @@ class SynthesisScheduler:
 
 _Part = tuple[bytes, float, bool, list[WordTiming]]
 """A rendered part as the scheduler hands it over: wire bytes, seconds, whether its piece is
-the request's last, and its words timed from the piece's start."""
+the request's last, and its words timed from the part's start (a windowed piece's last word
+starts before its last part)."""
 
 
 def _encode(job: SynthesisJob, audio: np.ndarray | None, last: bool) -> bytes:

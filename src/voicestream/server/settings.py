@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from voicestream.engine.silence import DEFAULT_PAUSES, Pauses
+from voicestream.engine.vocoder import FIRST_WINDOW_S
 
 DEFAULT_HOST = "127.0.0.1"
 """Outside a container the server is reachable from this machine only; the container
@@ -23,10 +24,10 @@ class ServerSettings:
     """The silence before a request's first sound and between sentences (``--leading-silence-ms``,
     ``--sentence-pause-ms``); the model's own padding is cut to these. They reach the engine
     this server loads; a server given a loaded engine (tests, benches) keeps that engine's."""
-    first_window_s: float = 0.0
-    """The first vocoder window of a silent listener's first piece (``--first-window-ms``):
-    its first audio waits for this much audio, not for the whole piece; 0 (the default)
-    renders it whole."""
+    first_window_s: float = FIRST_WINDOW_S
+    """The first vocoder window of a silent listener's first piece (``--first-window-ms``,
+    500 by default): its first audio waits for this much audio, not for the whole piece;
+    0 renders it whole."""
     max_sessions: int = 64
     """Open WebSocket sessions beyond this are answered ``busy`` and closed."""
     max_queue: int = 256

@@ -9,16 +9,18 @@ from voicestream.bench.page import measure_page
 from voicestream.engine import KokoroEngine
 
 LONG_BUFFER_MS = 3000
-"""Longer than an answer's first audio chunk (one piece, about 1.7 s here), so that the
+"""Longer than an answer's first audio chunk (a window of its first piece, or all of a
+piece, about 1.7 s here), so that the
 player must wait for later chunks or the end: a buffer below one chunk is always full at
 once and would show nothing."""
 
 
 def test_page_bench_hears_every_answer_and_holds_the_start_buffer(engine: KokoroEngine) -> None:
-    report = measure_page(engine, (0, LONG_BUFFER_MS), trials=1, max_tokens=20)
+    report = measure_page(engine, (0, LONG_BUFFER_MS), trials=1, max_tokens=20, first_windows_ms=(500,))
 
     summary, each = report.to_report().tables
     assert summary.column("start buffer ms") == [0, LONG_BUFFER_MS]
+    assert summary.column("first window ms") == [500, 500]
     assert summary.column("trials") == [1, 1]
     assert len(each.rows) == 2
     for trial in report.trials:
@@ -31,4 +33,4 @@ def test_page_bench_hears_every_answer_and_holds_the_start_buffer(engine: Kokoro
     unbuffered, buffered = report.trials
     assert unbuffered.queued_at_start_s > 0
     assert buffered.queued_at_start_s >= LONG_BUFFER_MS / 1000 or buffered.ended_at_start, buffered
-    assert any("default start buffer (0 ms)" in note for note in report.to_report().notes)
+    assert any("defaults (first window 500 ms, start buffer 0 ms)" in note for note in report.to_report().notes)

@@ -37,3 +37,30 @@ async def test_the_first_piece_goes_out_window_by_window_with_its_words(windowed
     expected = (np.clip(np.concatenate([p.audio for p in parts]), -1.0, 1.0) * 32767).astype("<i2").tobytes()
     assert b"".join(chunk.data for chunk in chunks) == expected
     assert job.audio_seconds == pytest.approx(sum(chunk.seconds for chunk in spoken))
+
+
+
+@pytest.mark.parametrize(("render_s_per_phoneme", "expect_windows"), [(1e-6, False), (10.0, True)])
+async def test_a_playing_listeners_piece_is_windowed_when_it_would_run_dry_first(
+    windowed: KokoroEngine, render_s_per_phoneme: float, expect_windows: bool
+) -> None:
+    """A listener 30 s from the end of its audio (so not silent: no first-clause cut, no
+    windows from the plan): a piece whose whole render the scheduler's pace predicts shorter
+    than that renders whole (one chunk); one predicted longer is vocoded window by window
+    (several), so that its first part comes before the listener runs dry. The pace is set,
+    not measured, and 30 s is far from any render time: nothing here races the machine."""
+    scheduler = SynthesisScheduler(windowed, workers=2)
+    for threads in (1, windowed.max_threads):
+        scheduler.pace.record(1, 1.0, threads, render_s_per_phoneme)
+    listener = Listener()
+    listener.buffered(30.0)
+    scheduler.start()
+    try:
+        job = scheduler.submit(SynthesisJob(LONE_SENTENCE, "af_heart", 1.0, listener))
+        async with asyncio.timeout(60):
+            spoken = [chunk.seconds async for chunk in job.audio() if chunk.seconds]
+    finally:
+        await scheduler.stop()
+    assert (len(spoken) > 1) is expect_windows, spoken
+    pieces = list(windowed.plan(LONE_SENTENCE, cut_first_clause=False))
+    assert len(pieces) == 1 and not pieces[0].windowed  # one piece, whole by the plan

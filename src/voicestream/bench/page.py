@@ -3,17 +3,19 @@
 A real speech server and the agent with the local LLM (seeded as in ``bench e2e``, latency
 mode: bidi with the agent's default first clause) run on 127.0.0.1; Chromium opens the
 agent page with ``?start_buffer_ms=N`` (the player's start buffer), a prompt is typed and
-Send clicked. An ear in the page polls the player's AnalyserNode (the last node before the
+Send clicked. Each setting (the speech server's first vocoder window, ``serve
+--first-window-ms``, and the start buffer) has a page of its own, and they take turns on
+every prompt, so the shared machine's noise falls on them alike. An ear in the page polls the player's AnalyserNode (the last node before the
 speakers) every 5 ms; the first sound is the first poll above ``SOUND_LEVEL`` after the
 click, both on the page's ``performance.now()``. Beside it: the page's own time to first
 audio (when the player reported its first sample played, counted from its Send handler),
 the first chunk's arrival, how much audio the player had queued when it started, and the
 stalls the page counted once the answer was done.
 
-Each start buffer gets a fresh page whose first question is an unmeasured warm-up (heard,
-then stopped): it makes the player (an AudioContext and its worklet) and, on the first
-page, warms the LLM and the engine. Every measured question starts a new conversation, so
-that the same prompt gets the same answer under every start buffer.
+Each page's first question is an unmeasured warm-up (heard, then stopped): it makes the
+player (an AudioContext and its worklet) and, on the first page, warms the LLM and the
+engine. Every measured question starts a new conversation, so that the same prompt gets
+the same answer under every setting.
 """
 
 from __future__ import annotations
@@ -30,13 +32,15 @@ from voicestream.bench.e2e import LLM_MAX_TOKENS, LLM_SEED
 from voicestream.bench.report import Chart, Report, Table, machine_context, progress
 from voicestream.bench.texts import LONG_OPENING_PROMPTS
 from voicestream.engine import KokoroEngine
+from voicestream.engine.vocoder import FIRST_WINDOW_S
 from voicestream.logs import quiet_agentcore_logs
 from voicestream.server import running_server
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-START_BUFFERS_MS = (0, 40, 80, 160)
+START_BUFFERS_MS = (0,)
+"""An 80 or 160 ms start buffer changed nothing but the noise (docs/BENCHMARKS.md)."""
 DEFAULT_START_BUFFER_MS = 0
 """The player's own default (`PcmPlayer.create`): what the page plays with unless told."""
 FIRST_SOUND_GOAL_MS = 900.0
@@ -47,6 +51,8 @@ SOUND_TIMEOUT_S = 120.0
 ANSWER_TIMEOUT_S = 180.0
 """How long an answer may play before it is stopped (a long answer is measured all the same)."""
 QUIET_TIMEOUT_MS = 2000
+SETTLE_MS = 5000
+"""After a stopped warm-up: longer than a piece's render and the LLM's stop on two cores."""
 
 EAR = f"""
 window.__ear = {{ clickAt: null, soundAt: null, started: null, hooked: false }};
@@ -105,6 +111,8 @@ class BrowserUnavailable(RuntimeError):
 class PageTrial:
     """One question asked on the page; times in ms, counted as the page counts them."""
 
+    first_window_ms: int
+    """The speech server's first vocoder window (0: the first piece rendered whole)."""
     start_buffer_ms: int
     prompt: str
     first_sound_ms: float | None
@@ -133,7 +141,8 @@ class PageTrial:
 @dataclass(frozen=True, slots=True)
 class PageReport:
     trials: list[PageTrial]
-    start_buffers_ms: list[int]
+    settings: list[tuple[int, int]]
+    """(first window ms, start buffer ms), in the order they took turns."""
     trials_per_buffer: int
     max_tokens: int
     machine: dict[str, object]
@@ -145,13 +154,13 @@ class PageReport:
             context={
                 **self.machine,
                 "trials": self.trials_per_buffer,
-                "start buffers ms": self.start_buffers_ms,
+                "settings (first window ms, start buffer ms)": self.settings,
                 "max tokens": self.max_tokens,
             },
         )
         summary = Table(
             "The agent page's first sound after the click, in Chromium (latency mode, local LLM)",
-            ["start buffer ms", "trials", "first sound median ms", "min ms", "max ms", "page first audio median ms",
+            ["first window ms", "start buffer ms", "trials", "first sound median ms", "min ms", "max ms", "page first audio median ms",
              "arrival→heard median ms", "queued at start median ms", "answers with a stall", "stalled ms total"],
             note=(
                 "first sound: the ear's first 5 ms poll of the page's AnalyserNode above RMS "
@@ -160,10 +169,11 @@ class PageReport:
                 "leading silence, the start buffer, the audio output's latency)."
             ),
         )
-        for buffer in self.start_buffers_ms:
-            rows = [t for t in self.trials if t.start_buffer_ms == buffer]
+        for window, buffer in self.settings:
+            rows = [t for t in self.trials if (t.first_window_ms, t.start_buffer_ms) == (window, buffer)]
             sounds = [t.first_sound_ms for t in rows if t.first_sound_ms is not None]
             summary.add(
+                window,
                 buffer,
                 len(rows),
                 _median(sounds),
@@ -178,12 +188,12 @@ class PageReport:
         report.tables.append(summary)
         each = Table(
             "Every question",
-            ["start buffer ms", "prompt", "first sound ms", "page first audio ms", "first chunk ms",
+            ["first window ms", "start buffer ms", "prompt", "first sound ms", "page first audio ms", "first chunk ms",
              "queued at start ms", "stalls", "stalled ms", "stopped"],
         )
         for t in self.trials:
             each.add(
-                t.start_buffer_ms, t.prompt, _round(t.first_sound_ms), _round(t.page_first_audio_ms),
+                t.first_window_ms, t.start_buffer_ms, t.prompt, _round(t.first_sound_ms), _round(t.page_first_audio_ms),
                 _round(t.first_chunk_ms), _round(None if t.queued_at_start_s is None else 1000 * t.queued_at_start_s),
                 t.stalls, round(t.stalled_ms), t.stopped,
             )
@@ -191,11 +201,11 @@ class PageReport:
         report.charts.append(
             Chart(
                 "First sound after the click, median",
-                [str(b) for b in self.start_buffers_ms],
+                [f"{w}/{b}" for w, b in self.settings],
                 {"first sound": summary.column("first sound median ms"),  # type: ignore[dict-item]
                  "page first audio": summary.column("page first audio median ms")},  # type: ignore[dict-item]
                 ylabel="ms",
-                xlabel="start buffer ms",
+                xlabel="first window ms / start buffer ms",
             )
         )
         report.notes.extend(self._summary())
@@ -203,20 +213,24 @@ class PageReport:
 
     def _summary(self) -> list[str]:
         lines = []
+        default_window = round(FIRST_WINDOW_S * 1000)
         default = [t.first_sound_ms for t in self.trials
-                   if t.start_buffer_ms == DEFAULT_START_BUFFER_MS and t.first_sound_ms is not None]
+                   if (t.first_window_ms, t.start_buffer_ms) == (default_window, DEFAULT_START_BUFFER_MS)
+                   and t.first_sound_ms is not None]
         if default:
             median = statistics.median(default)
             verdict = "meets" if median <= FIRST_SOUND_GOAL_MS else "misses"
             lines.append(
-                f"median first sound at the default start buffer ({DEFAULT_START_BUFFER_MS} ms): {median:,.0f} ms, "
-                f"{verdict} the goal of ≤ {FIRST_SOUND_GOAL_MS:,.0f} ms"
+                f"median first sound at the defaults (first window {default_window} ms, start buffer "
+                f"{DEFAULT_START_BUFFER_MS} ms): {median:,.0f} ms, {verdict} the goal of ≤ {FIRST_SOUND_GOAL_MS:,.0f} ms"
             )
         else:
-            lines.append(f"the default start buffer ({DEFAULT_START_BUFFER_MS} ms) was not measured")
+            lines.append(
+                f"the defaults (first window {default_window} ms, start buffer {DEFAULT_START_BUFFER_MS} ms) were not measured"
+            )
         for t in self.trials:
             if t.error:
-                lines.append(f"failed: {t.prompt!r} at {t.start_buffer_ms} ms: {t.error}")
+                lines.append(f"failed: {t.prompt!r} at {t.first_window_ms}/{t.start_buffer_ms} ms: {t.error}")
         return lines
 
 
@@ -235,8 +249,12 @@ def measure_page(
     trials: int = 5,
     prompts: Sequence[str] = LONG_OPENING_PROMPTS,
     max_tokens: int = LLM_MAX_TOKENS,
+    first_windows_ms: Sequence[int] | None = None,
 ) -> PageReport:
-    """`trials` questions (the prompts in turn) per start buffer, each on its own page."""
+    """`trials` questions (the prompts in turn) per setting, each setting on its own page,
+    the settings taking turns on every prompt. ``first_windows_ms``: the speech server's
+    first vocoder windows to compare (the engine's own when None); the engine's setting
+    is changed between questions and restored at the end."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as missing:
@@ -248,22 +266,35 @@ def measure_page(
     machine = machine_context()
     llm = create_model("local", max_tokens=max_tokens, seed=LLM_SEED)
     asked = [prompts[i % len(prompts)] for i in range(trials)]
+    windows = [round(engine.first_window_s * 1000)] if first_windows_ms is None else list(first_windows_ms)
+    settings = [(window, buffer) for window in windows for buffer in start_buffers_ms]
     results: list[PageTrial] = []
+    saved = engine.first_window_s
     with (
         running_server(engine) as speech_url,
         running_agent(create_app(AgentSettings(speech_url=speech_url), llm=llm)) as agent_url,
         sync_playwright() as playwright,
         _browser(playwright) as browser,
-        progress("bench page", len(start_buffers_ms) * (trials + 1)) as advance,
+        progress("bench page", len(settings) * (trials + 1)) as advance,
+        contextlib.ExitStack() as pages,
     ):
-        for buffer in start_buffers_ms:
-            with _page(browser, f"{agent_url}/?start_buffer_ms={buffer}") as page:
+        try:
+            opened = {}
+            for window, buffer in settings:
+                engine.first_window_s = window / 1000
+                opened[(window, buffer)] = page = pages.enter_context(
+                    _page(browser, f"{agent_url}/?start_buffer_ms={buffer}")
+                )
                 _warm_up(page, asked[0])
                 advance()
-                for prompt in asked:
-                    results.append(_ask(page, buffer, prompt))
+            for prompt in asked:
+                for window, buffer in settings:
+                    engine.first_window_s = window / 1000
+                    results.append(_ask(opened[(window, buffer)], window, buffer, prompt))
                     advance()
-    return PageReport(results, list(start_buffers_ms), trials, max_tokens, machine)
+        finally:
+            engine.first_window_s = saved
+    return PageReport(results, settings, trials, max_tokens, machine)
 
 
 @contextlib.contextmanager
@@ -300,14 +331,17 @@ ANSWER_OVER = """
 
 
 def _warm_up(page: Page, prompt: str) -> None:
-    """One question, stopped once its audio plays: the player exists from here on."""
+    """One question, stopped once its audio plays: the player exists from here on. Then a
+    pause, so that the stopped answer's last render and tokens end before anything is
+    measured (without it the first measured question shared the CPU with them: 1.3 s more)."""
     page.fill("#prompt", prompt)
     page.click("#send")
     page.wait_for_selector("#answers article[data-ttfa-ms]", timeout=SOUND_TIMEOUT_S * 1000)
     page.click("#stop")
+    page.wait_for_timeout(SETTLE_MS)
 
 
-def _ask(page: Page, buffer: int, prompt: str) -> PageTrial:
+def _ask(page: Page, window: int, buffer: int, prompt: str) -> PageTrial:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     page.click("#new-conversation")
@@ -323,6 +357,7 @@ def _ask(page: Page, buffer: int, prompt: str) -> PageTrial:
     facts = page.evaluate(TRIAL_FACTS)
     error = None if stopped else facts["status"] or None
     return PageTrial(
+        first_window_ms=window,
         start_buffer_ms=buffer,
         prompt=prompt,
         first_sound_ms=facts["firstSoundMs"],

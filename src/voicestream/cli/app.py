@@ -272,9 +272,9 @@ def serve(
     first_window_ms: Annotated[
         float,
         typer.Option("--first-window-ms", min=0,
-                     help="Vocode a silent listener's first piece window by window, the first this long, "
-                     "so that its first audio does not wait for the whole piece; 0 renders it whole "
-                     "(docs/BENCHMARKS.md)."),
+                     help="Vocode a piece window by window, the first this long, when its listener would "
+                     "otherwise wait for it (a silent listener's first piece, or one that would end after "
+                     "the audio before it ran out); 0 renders every piece whole (docs/BENCHMARKS.md)."),
     ] = 500,  # vocoder.FIRST_WINDOW_S (not imported: --help stays fast)
     wyoming_port: Annotated[
         int | None,

@@ -193,29 +193,41 @@ def bench_page(
     trials: Trials = 5,
     start_buffer_ms: Annotated[
         str, typer.Option("--start-buffer-ms", help="The player's start buffers to measure, in ms, comma-separated.")
-    ] = "0,40,80,160",
+    ] = "0",
+    first_window_ms: Annotated[
+        str, typer.Option("--first-window-ms", help="The speech server's first vocoder windows to compare, in ms, "
+                          "comma-separated (serve --first-window-ms; 0 renders the first piece whole).")
+    ] = "500,0",
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Cap on each answer's tokens.")] = 120,
     model_dir: ModelDir = None,
     json_file: JsonFile = None,
     plot_file: PlotFile = None,
 ) -> None:
-    """The agent page's first sound after the click, heard in Chromium, per player start buffer."""
+    """The agent page's first sound after the click, heard in Chromium, per first vocoder window and
+    player start buffer."""
     from voicestream.bench.page import BrowserUnavailable, measure_page
     from voicestream.bench.report import publish
 
-    try:
-        buffers = [int(value) for value in start_buffer_ms.split(",") if value.strip()]
-    except ValueError:
-        raise typer.BadParameter("whole numbers of ms, e.g. 0,40,80", param_hint="--start-buffer-ms") from None
-    if not buffers or min(buffers) < 0:
-        raise typer.BadParameter("one or more start buffers of 0 ms or more", param_hint="--start-buffer-ms")
+    buffers = _milliseconds(start_buffer_ms, "--start-buffer-ms")
+    windows = _milliseconds(first_window_ms, "--first-window-ms")
     engine = load_engine(model_dir)
     try:
-        report = measure_page(engine, buffers, trials, max_tokens=max_tokens)
+        report = measure_page(engine, buffers, trials, max_tokens=max_tokens, first_windows_ms=windows)
     except BrowserUnavailable as missing:
         stderr.print(f"[red]error:[/red] {missing}")
         raise typer.Exit(2) from None
     publish(report.to_report(), json_file, plot_file)
+
+
+def _milliseconds(values: str, option: str) -> list[int]:
+    """A comma-separated list of whole milliseconds, 0 or more, at least one."""
+    try:
+        parsed = [int(value) for value in values.split(",") if value.strip()]
+    except ValueError:
+        raise typer.BadParameter("whole numbers of ms, e.g. 0,40,80", param_hint=option) from None
+    if not parsed or min(parsed) < 0:
+        raise typer.BadParameter("one or more values of 0 ms or more", param_hint=option)
+    return parsed
 
 
 @bench_app.command("gpu")

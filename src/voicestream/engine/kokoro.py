@@ -264,6 +264,12 @@ class KokoroEngine:
         return engine
 
     @property
+    def can_window(self) -> bool:
+        """Whether a piece can be vocoded window by window (`Piece.windowed`): the model's
+        graph was cut and the first window is on."""
+        return self._split is not None and self.first_window_s > 0
+
+    @property
     def parallel_runs(self) -> int:
         """How many model runs are worth running at once: one per core on the CPU, one on a GPU."""
         return 1 if self.device == "cuda" else self.max_threads
@@ -346,7 +352,7 @@ class KokoroEngine:
                     silence_before_s=self.pauses.before(first, ends_sentence_before=b_index == 0),
                     silence_after_s=self.pauses.after(last),
                     words=piece_words,
-                    windowed=windows and cut_first_clause and first and self._split is not None and self.first_window_s > 0,
+                    windowed=windows and cut_first_clause and first and self.can_window,
                 )
 
     def model_inputs(self, piece: Piece, voice: str, speed: float) -> dict[str, np.ndarray] | None:

@@ -41,6 +41,12 @@ hold memory the others do not see:
   most one share plus one piece per worker and no worker, and a client that reads is
   never held back by the ones that do not.
 
+A piece is vocoded window by window (`voicestream.engine.vocoder`: its first part comes
+after a fraction of its render) when its listener would run out of audio before a whole
+render of it ends: a silent listener's first piece (the engine's plan), and any piece whose
+predicted render (`voicestream.server.pace`, from this server's own runs) is longer than
+what its listener has left to play. Other pieces render whole: windows cost more CPU.
+
 Pieces of one request are rendered in order; later requests of the same session may be
 rendered while earlier ones still render or send (the session keeps the wire order).
 
@@ -61,7 +67,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -70,6 +76,7 @@ from voicestream.engine import KokoroEngine, Piece
 from voicestream.engine.alignment import offset_words
 from voicestream.protocol import ErrorCode, WordTiming
 from voicestream.server.job import JobFailed, JobState, Listener, RenderedChunk, SynthesisJob
+from voicestream.server.pace import RenderPace
 
 __all__ = [
     "Budgets", "BusyError", "JobFailed", "JobState", "Listener", "RenderFailed", "RenderedChunk",
@@ -137,6 +144,8 @@ class SynthesisScheduler:
         """Pieces being rendered right now (a metric)."""
         self.peak_listener_bytes = 0
         """The most rendered, unsent audio one listener has held (a metric: the budget's proof)."""
+        self.pace = RenderPace()
+        """How long renders take here: whether a listener would run dry before a piece renders whole."""
         self._first_audio_pool = ThreadPoolExecutor(self.workers, thread_name_prefix="first-audio")
         self._steady_pool = ThreadPoolExecutor(
             self.workers, thread_name_prefix="steady", initializer=_lower_priority
@@ -390,18 +399,30 @@ class SynthesisScheduler:
             return _encode(job, None, last=True), 0.0, True, []
         if not first_audio:
             with CPU_USE.holding(1):
-                return self._render(job, piece, 1, early)
+                return self._render(job, self._windowed_if_dry(job, piece, 1), 1, early)
         with CPU_USE.claim_urgent(self.engine.max_threads, pause_background=job.listener.silent) as threads:
-            return self._render(job, piece, threads, early)
+            return self._render(job, self._windowed_if_dry(job, piece, threads), threads, early)
+
+    def _windowed_if_dry(self, job: SynthesisJob, piece: Piece, threads: int) -> Piece:
+        """The piece, vocoded window by window if its listener would run out of audio before a
+        whole render of it ends (the plan already windows a silent listener's first piece)."""
+        if piece.windowed or not self.engine.can_window:
+            return piece
+        playing = 0.0 if job.listener.playback_end is None else job.listener.playback_end - time.monotonic()
+        if playing >= self.pace.predict(len(piece.phonemes), job.speed, threads):
+            return piece
+        return replace(piece, windowed=True)
 
     def _render(self, job: SynthesisJob, piece: Piece, threads: int, early: Callable[[_Part], None]) -> _Part:
         """One piece's model runs, part by part (a piece planned without words comes back with
         none), each part's words timed from the part's own start."""
         before = 0.0  # seconds of the piece in the parts before this one
+        started = time.perf_counter()
         for part in self.engine.render_parts(piece, job.voice, job.speed, threads):
             encoded = _encode(job, part.audio, piece.last and not part.more), part.audio.size / self.engine.sample_rate
             words = offset_words(part.words, -before) if before else part.words
             if not part.more:
+                self.pace.record(len(piece.phonemes), job.speed, threads, time.perf_counter() - started)
                 return (*encoded, piece.last, words)
             early((*encoded, piece.last, words))
             before += encoded[1]

@@ -25,9 +25,10 @@ class ServerSettings:
     ``--sentence-pause-ms``); the model's own padding is cut to these. They reach the engine
     this server loads; a server given a loaded engine (tests, benches) keeps that engine's."""
     first_window_s: float = FIRST_WINDOW_S
-    """The first vocoder window of a silent listener's first piece (``--first-window-ms``,
+    """The first vocoder window of a piece whose listener would otherwise wait for it (a silent
+    listener's first piece, or one due after its listener's audio runs out; ``--first-window-ms``,
     500 by default): its first audio waits for this much audio, not for the whole piece;
-    0 renders it whole."""
+    0 renders every piece whole."""
     max_sessions: int = 64
     """Open WebSocket sessions beyond this are answered ``busy`` and closed."""
     max_queue: int = 256

@@ -14,6 +14,8 @@ def check_highlights(words: list[dict[str, Any]], highlights: list[dict[str, Any
     in the order spoken; and every word long enough was highlighted, none skipped: the clock
     is the player's, in audio time, per request or sentence."""
     assert all(h["start_s"] <= h["seconds"] < h["end_s"] for h in highlights), highlights
+    # a stall unlights the word and the audio's return lights it again: one word, told twice
+    highlights = [h for i, h in enumerate(highlights) if i == 0 or h["start_s"] != highlights[i - 1]["start_s"]]
     assert [h["start_s"] for h in highlights] == sorted(h["start_s"] for h in highlights), highlights
     long_words = [w["text"] for w in words if w["found"] and w["end_s"] - w["start_s"] >= LONG_ENOUGH_S]
     assert long_words, words

@@ -98,7 +98,8 @@ class Piece:
     words: PieceWords | None = None
     windowed: bool = False
     """Vocode it window by window (`voicestream.engine.vocoder`): a request's first piece
-    for a listener who hears nothing yet, whose first audio should not wait for its length."""
+    for a listener who hears nothing yet (the plan), or one its listener would run dry
+    waiting for (the server's scheduler), whose first audio should not wait for its length."""
 
 
 @dataclass(frozen=True)
@@ -211,9 +212,9 @@ class KokoroEngine:
         self.files = files
         self.pauses = pauses
         self.first_window_s = first_window_s
-        """The first vocoder window of a silent listener's first piece (server
-        ``--first-window-ms``; `FIRST_WINDOW_S` by default): that piece's first audio waits
-        for this much audio, not for all of it. 0 renders it whole like every other."""
+        """The first vocoder window of a `Piece.windowed` piece (server ``--first-window-ms``;
+        `FIRST_WINDOW_S` by default): its first audio waits for this much audio, not for all
+        of it. 0 renders every piece whole."""
         self.max_text_chars = max_text_chars
         graph = load_graph(files.model_path)
         self._durations_output = graph.durations
@@ -309,8 +310,7 @@ class KokoroEngine:
             raise InvalidSpeedError(f"Speed {speed} is out of range; it must be between {MIN_SPEED} and {MAX_SPEED}.")
 
     def plan(
-        self, text: str, language: str = DEFAULT_LANGUAGE, cut_first_clause: bool = True, words: bool = False,
-        windows: bool = True,
+        self, text: str, language: str = DEFAULT_LANGUAGE, cut_first_clause: bool = True, words: bool = False
     ) -> Iterator[Piece]:
         """The pieces of ``text`` in speaking order, phonemized lazily one sentence at a time.
 
@@ -321,8 +321,8 @@ class KokoroEngine:
         sentence without one, before a break word (`split_before_break_word`; not with
         `words`, whose phonemes must be the sentence's): for a listener who hears nothing
         yet; one whose audio is playing gains nothing from the extra cut. For the same listener
-        the first piece is also `Piece.windowed` (unless not ``windows``: a caller that joins
-        the parts gains nothing from them). With `words`, each piece also knows which
+        the first piece is also `Piece.windowed`, so that every API gives the same audio as
+        the server gives a new listener. With `words`, each piece also knows which
         written word of ``text`` each of its phonemes speaks, so that `render_timed` can time them.
         """
         sentences = split_sentences(normalize_for_speech(text, language))
@@ -352,7 +352,7 @@ class KokoroEngine:
                     silence_before_s=self.pauses.before(first, ends_sentence_before=b_index == 0),
                     silence_after_s=self.pauses.after(last),
                     words=piece_words,
-                    windowed=windows and cut_first_clause and first and self.can_window,
+                    windowed=cut_first_clause and first and self.can_window,
                 )
 
     def model_inputs(self, piece: Piece, voice: str, speed: float) -> dict[str, np.ndarray] | None:
@@ -467,8 +467,8 @@ class KokoroEngine:
         language: str | None = None,
     ) -> Iterator[np.ndarray]:
         """Audio of ``text`` piece by piece (blocking), each run on `threads` threads;
-        ``language`` overrides the voice's. Pieces come whole: the vocoder's windows are the
-        server's (`render_parts`), whose listener hears the first while the rest renders."""
+        ``language`` overrides the voice's. A windowed piece comes whole, its parts joined
+        (the server's `render_parts` sends them as they come): the same audio as the server's."""
         for rendered in self.stream_timed(text, voice, speed, threads, language, words=False):
             yield rendered.audio
 
@@ -485,7 +485,7 @@ class KokoroEngine:
         every core. At most one piece per core is held ahead. `progress` is told how many
         characters of sentences each handed-out piece finished; ``language`` overrides the voice's."""
         self.check(text, voice, speed, language)
-        pieces = self.plan(text, self.language_for(voice, language), windows=False)  # each piece is joined
+        pieces = self.plan(text, self.language_for(voice, language))
         first = next(pieces, None)
         second = next(pieces, None)
         if first is None:
@@ -510,7 +510,7 @@ class KokoroEngine:
     ) -> AsyncIterator[np.ndarray]:
         """Audio of ``text`` piece by piece; every blocking step runs in a worker thread."""
         self.check(text, voice, speed, language)
-        pieces = self.plan(text, self.language_for(voice, language), windows=False)
+        pieces = self.plan(text, self.language_for(voice, language))
         while (piece := await asyncio.to_thread(next, pieces, None)) is not None:
             yield await asyncio.to_thread(self.render, piece, voice, speed)
 
@@ -522,7 +522,7 @@ class KokoroEngine:
         start of the request's audio (the pieces before it added up)."""
         self.check(text, voice, speed, language)
         elapsed = 0
-        for piece in self.plan(text, self.language_for(voice, language), cut_first_clause, words, windows=False):
+        for piece in self.plan(text, self.language_for(voice, language), cut_first_clause, words):
             rendered = self.render_timed(piece, voice, speed, threads)
             yield RenderedPiece(rendered.audio, offset_words(rendered.words, elapsed / self.sample_rate))
             elapsed += rendered.audio.size

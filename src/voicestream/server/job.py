@@ -64,6 +64,10 @@ class Listener:
         """Nothing is playing: no audio handed over yet, or all of it played by now."""
         return self.playback_end is None or self.playback_end <= time.monotonic()
 
+    def left_to_play(self) -> float:
+        """Seconds of handed-over audio not yet played by now (0 when silent)."""
+        return 0.0 if self.playback_end is None else max(0.0, self.playback_end - time.monotonic())
+
     def buffered(self, seconds: float) -> None:
         """Record that ``seconds`` of audio were handed to this listener now."""
         now = time.monotonic()

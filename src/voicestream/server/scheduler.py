@@ -399,23 +399,23 @@ class SynthesisScheduler:
             return _encode(job, None, last=True), 0.0, True, []
         if not first_audio:
             with CPU_USE.holding(1):
-                return self._render(job, self._windowed_if_dry(job, piece, 1), 1, early)
+                return self._render(job, piece, 1, early)
         with CPU_USE.claim_urgent(self.engine.max_threads, pause_background=job.listener.silent) as threads:
-            return self._render(job, self._windowed_if_dry(job, piece, threads), threads, early)
+            return self._render(job, piece, threads, early)
 
     def _windowed_if_dry(self, job: SynthesisJob, piece: Piece, threads: int) -> Piece:
         """The piece, vocoded window by window if its listener would run out of audio before a
         whole render of it ends (the plan already windows a silent listener's first piece)."""
         if piece.windowed or not self.engine.can_window:
             return piece
-        playing = 0.0 if job.listener.playback_end is None else job.listener.playback_end - time.monotonic()
-        if playing >= self.pace.predict(len(piece.phonemes), job.speed, threads):
+        if job.listener.left_to_play() >= self.pace.predict(len(piece.phonemes), job.speed, threads):
             return piece
         return replace(piece, windowed=True)
 
     def _render(self, job: SynthesisJob, piece: Piece, threads: int, early: Callable[[_Part], None]) -> _Part:
         """One piece's model runs, part by part (a piece planned without words comes back with
         none), each part's words timed from the part's own start."""
+        piece = self._windowed_if_dry(job, piece, threads)
         before = 0.0  # seconds of the piece in the parts before this one
         started = time.perf_counter()
         for part in self.engine.render_parts(piece, job.voice, job.speed, threads):

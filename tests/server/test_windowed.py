@@ -10,7 +10,7 @@ import pytest
 from voicestream.bench.texts import LONE_SENTENCE
 from voicestream.engine import KokoroEngine
 from voicestream.engine.vocoder import FIRST_WINDOW_S
-from voicestream.server.job import Listener, SynthesisJob
+from voicestream.server.job import JobState, Listener, SynthesisJob
 from voicestream.server.scheduler import SynthesisScheduler
 
 
@@ -37,6 +37,40 @@ async def test_the_first_piece_goes_out_window_by_window_with_its_words(windowed
     expected = (np.clip(np.concatenate([p.audio for p in parts]), -1.0, 1.0) * 32767).astype("<i2").tobytes()
     assert b"".join(chunk.data for chunk in chunks) == expected
     assert job.audio_seconds == pytest.approx(sum(chunk.seconds for chunk in spoken))
+    assert scheduler.moved_pieces == 0  # no other listener waited: every window on the first-audio worker
+
+
+async def test_a_windowed_first_piece_leaves_its_worker_to_a_listener_waiting_for_one(windowed: KokoroEngine) -> None:
+    """One worker per lane; two listeners ask in the same loop turn. The first's first piece
+    renders window by window on the first-audio worker while the second's waits for it; after
+    the first part, the worker leaves the rest to the steady worker (on one thread) and takes
+    the second's first piece. Deterministic: the second waits from before the first part is
+    made until the worker is free. The first's audio is the windowed render's, part for part."""
+    scheduler = SynthesisScheduler(windowed, workers=1)
+    scheduler.start()
+    try:
+        first = scheduler.submit(SynthesisJob(LONE_SENTENCE, "af_heart", 1.0, Listener(), word_timestamps=True))
+        second = scheduler.submit(SynthesisJob("Hello there.", "af_heart", 1.0, Listener()))
+        async with asyncio.timeout(60):
+            first_chunks, second_chunks = await asyncio.gather(_chunks(first), _chunks(second))
+    finally:
+        await scheduler.stop()
+    assert scheduler.moved_pieces == 1
+    piece = next(windowed.plan(LONE_SENTENCE, words=True))
+    parts = [part for part in windowed.render_parts(piece, "af_heart", 1.0, windowed.max_threads) if part.audio.size]
+    spoken = [chunk for chunk in first_chunks if chunk.seconds]
+    assert [chunk.seconds for chunk in spoken] == [part.audio.size / windowed.sample_rate for part in parts]
+    heard = np.frombuffer(b"".join(chunk.data for chunk in first_chunks), "<i2").astype(np.float32) / 32767
+    made = np.clip(np.concatenate([part.audio for part in parts]), -1.0, 1.0)
+    assert np.abs(heard[: made.size] - made).max() < 0.01  # the same windows, some on one thread
+    words = [w for chunk in spoken for w in chunk.words]
+    assert [w.start_s for w in words] == pytest.approx([w.start_s for part in parts for w in part.words], abs=1e-3)
+    assert sum(chunk.seconds for chunk in second_chunks) == pytest.approx(second.audio_seconds) and second.audio_seconds > 0.5
+    assert first.state is second.state is JobState.DONE
+
+
+async def _chunks(job: SynthesisJob) -> list:
+    return [chunk async for chunk in job.audio()]
 
 
 

@@ -26,6 +26,11 @@ HEARD_TEXT = """
 }
 """
 
+WORDS_LIT = """
+(count) => new Set((window.voicestream?.views?.[0]?.highlights ?? []).map((h) => `${h.sentence}:${h.start_s}`)).size >= count
+"""
+"""Whether the first answer's page has lit ``count`` different words (each as the player reached it)."""
+
 
 @pytest.fixture(scope="module")
 def echo_stub() -> Iterator[LLMStub]:
@@ -83,10 +88,14 @@ def test_a_question_while_the_answer_plays_cuts_it_where_the_listener_stopped(
     opened = visit(f"{echo_agent_url}/")
     posts = invocations(opened)
     ask(opened, "Tell me a long story.")
-    # some seconds of the answer play: past its first sentence, well before its end
+    # some seconds of the answer play, well before its end; and at least six of its words
+    # lit on the player's clock, so its first five ("You said: Tell me a") were heard to
+    # their end whatever the machine's speed (a stall under load once left only three
+    # heard after 2.5 s of wall time)
     opened.page.wait_for_selector(".turn:nth-child(1) [data-sentence='2']", timeout=90_000)
     opened.page.wait_for_function("window.__ear.soundAt !== null", timeout=90_000)
     opened.page.wait_for_function("performance.now() - window.__ear.soundAt > 2500", timeout=30_000)
+    opened.page.wait_for_function(WORDS_LIT, arg=6, timeout=60_000)
 
     ask(opened, "Go on.")
     opened.page.wait_for_selector(".turn:nth-child(2) article[data-done=true]", timeout=90_000)

@@ -19,6 +19,7 @@ from voicestream.engine.kokoro import (
     SAMPLE_RATE,
     KokoroEngine,
     Piece,
+    RenderedPiece,
 )
 from voicestream.engine.weights import ModelFiles, resolve_weights
 
@@ -36,6 +37,7 @@ __all__ = [
     "KokoroEngine",
     "ModelFiles",
     "Piece",
+    "RenderedPiece",
     "TextTooLongError",
     "UnknownVoiceError",
     "UnsupportedLanguageError",

@@ -16,7 +16,7 @@ import os
 import threading
 import unicodedata
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -380,17 +380,24 @@ class KokoroEngine:
             return RenderedPiece(parts[0].audio, parts[0].words)
         return RenderedPiece(np.concatenate([part.audio for part in parts]), [w for part in parts for w in part.words])
 
-    def render_parts(self, piece: Piece, voice: str, speed: float, threads: int = 1) -> Iterator[RenderedPiece]:
+    def render_parts(
+        self, piece: Piece, voice: str, speed: float, threads: int = 1
+    ) -> Generator[RenderedPiece, int | None, None]:
         """The piece's audio as it is made (blocking): one part, or for a `Piece.windowed`
         piece one part per vocoder window, the first as soon as its window is done. The
         parts join end to end into the piece's audio; the words come with the first part
         that has audio (a windowed piece's last word with its last part), timed from the
-        piece's start."""
+        piece's start.
+
+        A thread count sent in (``parts.send(1)``) runs the windows after that part on so
+        many threads: the speech scheduler moves a windowed first piece whose audio has
+        started to a one-threaded worker when a new listener waits for the first-audio
+        workers."""
         feed = self.model_inputs(piece, voice, speed)
         if feed is None:
             yield RenderedPiece(np.zeros(0, dtype=np.float32), [])
             return
-        key = self.max_threads if threads > 1 else 1
+        key = self._threads_key(threads)
         if not piece.windowed or self._split is None:
             outputs = self._sessions[key].run(self._outputs, feed, _shrinking_run_options())
             durations = np.asarray(outputs[1]).ravel() if len(outputs) > 1 else None
@@ -398,6 +405,10 @@ class KokoroEngine:
             return
         model = self.split_model(key)
         yield from self._windowed(piece, model, model.front(feed), feed[self._tokens_input].ravel())
+
+    def _threads_key(self, threads: int) -> int:
+        """The session a run on ``threads`` threads uses: one thread, or every core."""
+        return self.max_threads if threads > 1 else 1
 
     def split_model(self, threads: int) -> SplitModel:
         """The front and vocoder sessions for ``threads`` (1 or `max_threads`), made once.
@@ -423,7 +434,9 @@ class KokoroEngine:
             audio, shift_words(timed, trim.head_removed, trim.head_padded, audio.size, self.sample_rate)
         )
 
-    def _windowed(self, piece: Piece, model: SplitModel, front: Front, tokens: np.ndarray) -> Iterator[RenderedPiece]:
+    def _windowed(
+        self, piece: Piece, model: SplitModel, front: Front, tokens: np.ndarray
+    ) -> Generator[RenderedPiece, int | None, None]:
         """`render_parts` window by window, its silences cut as the windows come (`SpeechFit`).
 
         The words but the last go out with the first audible part; the last goes with the
@@ -438,7 +451,8 @@ class KokoroEngine:
         early, held = timed[:-1], timed[-1:]
         sent = 0  # samples given out so far
         seams = word_seams(tokens, front.durations, self._phonemizer.tokenize(" ")[0])
-        for window in model.windows(front, edges, seams, self.first_window_s):
+        vocoder = [model]  # the model of the next window: a thread count sent in changes it
+        for window in model.windows(front, edges, seams, self.first_window_s, using=lambda: vocoder[0]):
             audio = fit.push(window)
             if not audio.size:
                 continue
@@ -449,7 +463,9 @@ class KokoroEngine:
                 words = shift_words(early, skipped + trim.head_removed, trim.head_padded,
                                     trim.head_padded + voiced - trim.head_removed, self.sample_rate)
             sent += audio.size
-            yield RenderedPiece(audio, words, more=True)
+            threads = yield RenderedPiece(audio, words, more=True)
+            if threads is not None:
+                vocoder[0] = self.split_model(self._threads_key(threads))
         audio = fit.finish()
         trim = fit.head
         if trim is None:  # nothing audible: the whole audio comes out now, unfitted, with every word

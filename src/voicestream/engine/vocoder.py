@@ -25,7 +25,7 @@ rendered either, past `EDGE_FRAMES`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -141,11 +141,18 @@ class SplitModel:
         return self._run(front, [(0, front.frames)])
 
     def windows(
-        self, front: Front, edges: tuple[int, int], seams: Sequence[int] = (), first_window_s: float = FIRST_WINDOW_S
+        self,
+        front: Front,
+        edges: tuple[int, int],
+        seams: Sequence[int] = (),
+        first_window_s: float = FIRST_WINDOW_S,
+        using: Callable[[], SplitModel] | None = None,
     ) -> Iterator[np.ndarray]:
         """The speech frames' audio window by window (`plan_windows`): each window renders
         past its end and the next before its start as far as the `CROSSFADE_SAMPLES`
-        crossfade centred on the seam needs. The parts join end to end."""
+        crossfade centred on the seam needs. The parts join end to end. ``using``, asked
+        before each window, names the model to vocode it with (another thread count's:
+        the front's outputs are plain arrays, any `SplitModel` vocodes them); else this one."""
         start, stop = speech_frames(edges, front.frames)
         planned = plan_windows(start, stop, max(1, round(first_window_s * SAMPLE_RATE / FEATURE_SAMPLES)), seams)
         half = CROSSFADE_SAMPLES // 2
@@ -155,7 +162,7 @@ class SplitModel:
         for index, (low, high) in enumerate(planned):
             last = index == len(planned) - 1
             begin, end = (low if held is None else low - reach), (high if last else high + reach)
-            audio = self.vocode(front, begin, end, edges)
+            audio = (using() if using else self).vocode(front, begin, end, edges)
             origin = begin * FEATURE_SAMPLES  # the sample of the piece that audio[0] is
             head = low * FEATURE_SAMPLES - (0 if held is None else half) - origin
             tail = high * FEATURE_SAMPLES - (0 if last else half) - origin

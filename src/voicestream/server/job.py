@@ -124,6 +124,9 @@ class SynthesisJob:
         """Every piece (and the encoder's tail) has been delivered."""
         self.pieces: object | None = None
         """The engine's plan (an iterator of pieces), made when the first piece renders."""
+        self.unfinished: object | None = None
+        """A windowed piece whose first-audio worker left it after its first parts, for a
+        steady worker to finish (the scheduler's `_Unfinished`)."""
         self.held_bytes = 0
         self._chunks: deque[RenderedChunk] = deque()
         self._failure: JobFailed | None = None

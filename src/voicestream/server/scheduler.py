@@ -46,6 +46,11 @@ after a fraction of its render) when its listener would run out of audio before 
 render of it ends: a silent listener's first piece (the engine's plan), and any piece whose
 predicted render (`voicestream.server.pace`, from this server's own runs) is longer than
 what its listener has left to play. Other pieces render whole: windows cost more CPU.
+A first-audio worker windowing a piece whose audio has started leaves the rest of it to a
+steady worker (one thread, niced) as soon as another listener's first piece waits for a
+first-audio worker (`first_audio_waiting`): else a new session beside a few monologues
+would wait for their first pieces' last windows, its listener in silence while theirs
+already hear speech. With no one waiting, the piece's windows stay on every core.
 
 Pieces of one request are rendered in order; later requests of the same session may be
 rendered while earlier ones still render or send (the session keeps the wire order).
@@ -65,14 +70,14 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from voicestream.cpus import CPU_USE, lower_thread_priority
-from voicestream.engine import KokoroEngine, Piece
+from voicestream.engine import KokoroEngine, Piece, RenderedPiece
 from voicestream.engine.alignment import offset_words
 from voicestream.protocol import ErrorCode, WordTiming
 from voicestream.server.job import JobFailed, JobState, Listener, RenderedChunk, SynthesisJob
@@ -144,6 +149,12 @@ class SynthesisScheduler:
         """Pieces being rendered right now (a metric)."""
         self.peak_listener_bytes = 0
         """The most rendered, unsent audio one listener has held (a metric: the budget's proof)."""
+        self.moved_pieces = 0
+        """Windowed pieces a first-audio worker left to a steady one for a waiting listener (a metric)."""
+        self.first_audio_waiting = False
+        """A first piece waits and every first-audio worker is busy (set on the loop, read
+        by the workers between windows)."""
+        self._idle_first_workers = 0
         self.pace = RenderPace()
         """How long renders take here: whether a listener would run dry before a piece renders whole."""
         self._first_audio_pool = ThreadPoolExecutor(self.workers, thread_name_prefix="first-audio")
@@ -255,7 +266,12 @@ class SynthesisScheduler:
 
     async def _notify(self) -> None:
         async with self._wakeup:
+            self._note_first_audio_waiting()
             self._wakeup.notify_all()
+
+    def _note_first_audio_waiting(self) -> None:
+        """Whether a first piece waits with no first-audio worker free to take it (on the loop)."""
+        self.first_audio_waiting = self._idle_first_workers == 0 and self._next_job(True) is not None
 
     # --- choosing --------------------------------------------------------------------
 
@@ -314,11 +330,16 @@ class SynthesisScheduler:
         loop = asyncio.get_running_loop()
         while True:
             async with self._wakeup:
-                await self._wakeup.wait_for(lambda: self._next_job(first_only) is not None)
+                self._idle_first_workers += first_only
+                try:
+                    await self._wakeup.wait_for(lambda: self._next_job(first_only) is not None)
+                finally:
+                    self._idle_first_workers -= first_only
                 job = self._next_job(first_only)
                 assert job is not None
                 job.rendering = True
                 self.rendering += 1
+                self._note_first_audio_waiting()
             try:
                 await self._step(job, loop, pool)
             except Exception as error:  # noqa: BLE001 - the request fails, the worker goes on
@@ -360,6 +381,9 @@ class SynthesisScheduler:
 
         part = await loop.run_in_executor(pool, self._render_next, job, first_audio, early)
         job.model_seconds += time.perf_counter() - started
+        if part is None:  # a windowed piece left for a steady worker: its parts so far are handed over
+            self.moved_pieces += 1
+            return
         self._hand_over(job, part, True)
 
     def _hand_over(self, job: SynthesisJob, part: _Part, done: bool) -> None:
@@ -388,20 +412,25 @@ class SynthesisScheduler:
                 job.due_since = max(job.due_since, time.monotonic())
                 return
 
-    def _render_next(self, job: SynthesisJob, first_audio: bool, early: Callable[[_Part], None]) -> _Part:
-        """The next piece, encoded: its bytes, its duration, whether it was the request's
-        last (then the encoder's tail is included) and its words timed from the start of the part.
-        A piece vocoded window by window hands each part but the last to ``early`` as it is
-        made, and stops when the request ends meanwhile. Runs in a worker thread; first
-        audio gets every core when nothing else holds one."""
-        piece: Piece | None = next(job.pieces, None)  # type: ignore[call-overload]
-        if piece is None:
-            return _encode(job, None, last=True), 0.0, True, []
+    def _render_next(self, job: SynthesisJob, first_audio: bool, early: Callable[[_Part], None]) -> _Part | None:
+        """The next piece (or the rest of one a first-audio worker left), encoded: its bytes,
+        its duration, whether it was the request's last (then the encoder's tail is included)
+        and its words timed from the start of the part. A piece vocoded window by window hands
+        each part but the last to ``early`` as it is made, and stops when the request ends
+        meanwhile; None: a first-audio worker left the rest of it on the job. Runs in a worker
+        thread; first audio gets every core when nothing else holds one."""
+        unfinished: _Unfinished | None = job.unfinished  # type: ignore[assignment]
+        job.unfinished = None
+        if unfinished is None:
+            piece: Piece | None = next(job.pieces, None)  # type: ignore[call-overload]
+            if piece is None:
+                return _encode(job, None, last=True), 0.0, True, []
+            unfinished = _Unfinished(piece)
         if not first_audio:
             with CPU_USE.holding(1):
-                return self._render(job, piece, 1, early)
+                return self._render(job, unfinished, 1, early, may_leave=False)
         with CPU_USE.claim_urgent(self.engine.max_threads, pause_background=job.listener.silent) as threads:
-            return self._render(job, piece, threads, early)
+            return self._render(job, unfinished, threads, early, may_leave=True)
 
     def _windowed_if_dry(self, job: SynthesisJob, piece: Piece, threads: int) -> Piece:
         """The piece, vocoded window by window if its listener would run out of audio before a
@@ -412,23 +441,57 @@ class SynthesisScheduler:
             return piece
         return replace(piece, windowed=True)
 
-    def _render(self, job: SynthesisJob, piece: Piece, threads: int, early: Callable[[_Part], None]) -> _Part:
+    def _render(
+        self, job: SynthesisJob, unfinished: _Unfinished, threads: int, early: Callable[[_Part], None], may_leave: bool
+    ) -> _Part | None:
         """One piece's model runs, part by part (a piece planned without words comes back with
-        none), each part's words timed from the part's own start."""
-        piece = self._windowed_if_dry(job, piece, threads)
-        before = 0.0  # seconds of the piece in the parts before this one
-        started = time.perf_counter()
-        for part in self.engine.render_parts(piece, job.voice, job.speed, threads):
+        none), each part's words timed from the part's own start. With ``may_leave`` (a
+        first-audio worker) a windowed piece is left on the job after a part when another
+        listener's first piece waits for a first-audio worker: None is returned."""
+        if unfinished.parts is None:
+            unfinished.piece = self._windowed_if_dry(job, unfinished.piece, threads)
+            unfinished.parts = self.engine.render_parts(unfinished.piece, job.voice, job.speed, threads)
+            send: int | None = None
+        else:  # the rest of a piece a first-audio worker left: on this worker's threads
+            send = threads
+        piece, started = unfinished.piece, time.perf_counter()
+        for part in _sending(unfinished.parts, send):
             encoded = _encode(job, part.audio, piece.last and not part.more), part.audio.size / self.engine.sample_rate
-            words = offset_words(part.words, -before) if before else part.words
+            words = offset_words(part.words, -unfinished.before) if unfinished.before else part.words
             if not part.more:
-                self.pace.record(len(piece.phonemes), job.speed, threads, time.perf_counter() - started)
+                if not unfinished.moved:  # a moved piece's time is two workers' and a wait
+                    self.pace.record(len(piece.phonemes), job.speed, threads, time.perf_counter() - started)
                 return (*encoded, piece.last, words)
             early((*encoded, piece.last, words))
-            before += encoded[1]
+            unfinished.before += encoded[1]
             if job.finished:
                 break
+            if may_leave and self.first_audio_waiting:
+                unfinished.moved = True
+                job.unfinished = unfinished
+                return None
         return b"", 0.0, piece.last, []
+
+
+@dataclass
+class _Unfinished:
+    """A piece being rendered: its parts to come, and how far they have got."""
+
+    piece: Piece
+    parts: Generator[RenderedPiece, int | None, None] | None = None
+    before: float = 0.0
+    """Seconds of the piece in the parts handed over so far."""
+    moved: bool = False
+    """A first-audio worker left it for a steady one."""
+
+
+def _sending(parts: Generator[RenderedPiece, int | None, None], first: int | None) -> Iterator[RenderedPiece]:
+    """The parts, the first asked for with ``first`` sent in (a thread count, or None)."""
+    try:
+        yield parts.send(first)
+    except StopIteration:
+        return
+    yield from parts
 
 
 _Part = tuple[bytes, float, bool, list[WordTiming]]

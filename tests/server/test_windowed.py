@@ -69,6 +69,35 @@ async def test_a_windowed_first_piece_leaves_its_worker_to_a_listener_waiting_fo
     assert first.state is second.state is JobState.DONE
 
 
+def test_a_piece_left_after_any_part_is_finished_by_the_next_worker(windowed: KokoroEngine) -> None:
+    """Whichever part a first-audio worker leaves a windowed piece after, the next worker
+    renders the rest: the parts' lengths are the windowed render's, none lost. The scheduler's
+    render steps are called directly, the waiting listener stood for by setting the flag
+    after the chosen part (a leave after the second part once lost the rest of the piece)."""
+    piece = next(windowed.plan(LONE_SENTENCE, cut_first_clause=True))
+    expected = [p.audio.size / windowed.sample_rate for p in windowed.render_parts(piece, "af_heart", 1.0, 2) if p.audio.size]
+    assert piece.windowed and len(expected) >= 3
+    for leave_after in range(1, len(expected)):
+        assert _left_after(windowed, leave_after) == expected, leave_after
+
+
+def _left_after(engine: KokoroEngine, leave_after: int) -> list[float]:
+    """The seconds of each part of LONE_SENTENCE's first piece, its first-audio worker told
+    after part ``leave_after`` that a listener waits, a steady worker rendering the rest."""
+    scheduler = SynthesisScheduler(engine, workers=1)
+    job = SynthesisJob(LONE_SENTENCE, "af_heart", 1.0, Listener())
+    job.pieces = engine.plan(LONE_SENTENCE, cut_first_clause=True)
+    seconds: list[float] = []
+
+    def early(part: tuple) -> None:
+        seconds.append(part[1])
+        scheduler.first_audio_waiting = len(seconds) >= leave_after
+
+    assert scheduler._render_next(job, True, early) is None and job.unfinished is not None
+    last = scheduler._render_next(job, False, early)
+    assert last is not None and job.unfinished is None
+    return [*seconds, last[1]]
+
 async def _chunks(job: SynthesisJob) -> list:
     return [chunk async for chunk in job.audio()]
 

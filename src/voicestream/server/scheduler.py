@@ -470,6 +470,8 @@ class SynthesisScheduler:
                 unfinished.moved = True
                 job.unfinished = unfinished
                 return None
+        if not job.finished:  # the request fails (logged) rather than lose the piece's end unsaid
+            raise RuntimeError("the piece's parts ended before its last part")
         return b"", 0.0, piece.last, []
 
 
@@ -486,12 +488,17 @@ class _Unfinished:
 
 
 def _sending(parts: Generator[RenderedPiece, int | None, None], first: int | None) -> Iterator[RenderedPiece]:
-    """The parts, the first asked for with ``first`` sent in (a thread count, or None)."""
-    try:
-        yield parts.send(first)
-    except StopIteration:
-        return
-    yield from parts
+    """The parts, the first asked for with ``first`` sent in (a thread count, or None).
+    Not ``yield from``: a worker that leaves the piece drops this iterator, and closing a
+    ``yield from`` would close ``parts`` with it, losing the rest of the piece."""
+    sent = first
+    while True:
+        try:
+            part = parts.send(sent)
+        except StopIteration:
+            return
+        sent = None
+        yield part
 
 
 _Part = tuple[bytes, float, bool, list[WordTiming]]

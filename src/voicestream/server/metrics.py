@@ -46,6 +46,11 @@ class ServerMetrics:
         self.rendering_pieces = Gauge(
             "voicestream_rendering_pieces", "Pieces the engine is rendering right now.", registry=self.registry
         )
+        self.moved_pieces = Gauge(
+            "voicestream_moved_pieces",
+            "Windowed pieces a first-audio worker left to a steady worker for a listener waiting "
+            "for its first audio, since the server started.", registry=self.registry,
+        )
         self.sessions_closed = Counter(
             "voicestream_sessions_closed_total", "Sessions the server closed, by close code.", ["code"],
             registry=self.registry,

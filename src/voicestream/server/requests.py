@@ -167,6 +167,7 @@ class SpeechService:
         metrics.buffered_bytes.set_function(lambda: self.scheduler.held_bytes)
         metrics.peak_listener_bytes.set_function(lambda: self.scheduler.peak_listener_bytes)
         metrics.rendering_pieces.set_function(lambda: self.scheduler.rendering)
+        metrics.moved_pieces.set_function(lambda: self.scheduler.moved_pieces)
 
     @property
     def drained(self) -> bool:

@@ -26,8 +26,6 @@ from pipecat.frames.frames import (
     EndFrame,
     Frame,
     LLMContextFrame,
-    LLMFullResponseEndFrame,
-    LLMTextFrame,
     TTSAudioRawFrame,
     TTSStoppedFrame,
 )
@@ -35,6 +33,7 @@ from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.task import PipelineParams
 from pipecat.pipeline.worker import PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.cartesia.tts import CartesiaTTSService
 from pipecat.services.openai.llm import OpenAILLMService
@@ -43,32 +42,12 @@ from pipecat.workers.runner import WorkerRunner
 SAMPLE_RATE = 24000
 
 
-class ReplyRecorder(FrameProcessor):
-    """Adds each reply to the context: voicestream sends no word timestamps yet, so
-    pipecat's TTS pushes no text frames for the assistant aggregator to record."""
-
-    def __init__(self, context: LLMContext) -> None:
-        super().__init__()
-        self.context = context
-        self._reply: list[str] = []
-
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        await super().process_frame(frame, direction)
-        if isinstance(frame, LLMTextFrame):
-            self._reply.append(frame.text)
-        elif isinstance(frame, LLMFullResponseEndFrame):
-            self.context.add_message({"role": "assistant", "content": "".join(self._reply)})
-            self._reply = []
-        await self.push_frame(frame, direction)
-
-
 class WavWriter(FrameProcessor):
-    """Writes each spoken answer to its own WAV file; ``answered`` is set when one ends."""
+    """Writes each spoken answer to its own WAV file."""
 
     def __init__(self) -> None:
         super().__init__()
         self.answers = 0
-        self.answered = asyncio.Event()
         self._file: wave.Wave_write | None = None
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
@@ -83,7 +62,6 @@ class WavWriter(FrameProcessor):
             self._file.close()
             self._file = None
             print(f"  -> answer-{self.answers}.wav", flush=True)
-            self.answered.set()
         await self.push_frame(frame, direction)
 
 
@@ -105,8 +83,16 @@ async def main() -> None:
         settings=CartesiaTTSService.Settings(voice=args.voice),
         stop_frame_timeout_s=10,  # on a slow CPU a sentence can take longer than pipecat's 3 s
     )
-    writer = WavWriter()
-    pipeline = Pipeline([llm, ReplyRecorder(context), tts, writer])
+    # voicestream times the words it speaks (Cartesia's timestamps), so pipecat's TTS pushes
+    # them as TTSTextFrames and the assistant aggregator adds each reply to the context once.
+    assistant = LLMAssistantAggregator(context)
+    answered = asyncio.Event()
+
+    @assistant.event_handler("on_assistant_turn_stopped")
+    async def reply_recorded(_aggregator: LLMAssistantAggregator, _message: object) -> None:
+        answered.set()
+
+    pipeline = Pipeline([llm, tts, WavWriter(), assistant])
     worker = PipelineWorker(pipeline, params=PipelineParams(audio_out_sample_rate=SAMPLE_RATE), cancel_on_idle_timeout=False)
     runner = WorkerRunner(handle_sigint=False)
     await runner.add_workers(worker)
@@ -115,9 +101,9 @@ async def main() -> None:
     print("Ask something (an empty line ends):", flush=True)
     while line := (await asyncio.to_thread(sys.stdin.readline)).strip():
         context.add_message({"role": "user", "content": line})
-        writer.answered.clear()
+        answered.clear()
         await worker.queue_frame(LLMContextFrame(context))
-        await writer.answered.wait()
+        await answered.wait()
     await worker.queue_frame(EndFrame())
     await running
 

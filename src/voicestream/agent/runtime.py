@@ -91,12 +91,12 @@ DEFAULT_CHUNK_SENTENCES = (1, 2)
 """After the first sentence: one sentence, then two at a time."""
 DEFAULT_SCHEDULE = ChunkSchedule(DEFAULT_FIRST_CLAUSE_WORDS, DEFAULT_CHUNK_SENTENCES)
 CLEANUP_TIMEOUT_S = 3.0
+"""How long stopping the LLM and the speech session may take before they are abandoned."""
 EVENT_QUEUE_SIZE = 32
 """Events an answer holds for a caller that has not taken them yet (an audio chunk is at
 most a few tens of kB of base64): beyond that its tasks wait."""
 MAX_BODY_BYTES = 12 * 1024 * 1024
 """The largest spoken question (8 MiB of recording, 11.2 MB in base64) and its fields."""
-"""How long stopping the LLM and the speech session may take before they are abandoned."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -190,12 +190,11 @@ def models_list() -> None:
 
 LogLevel = Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")]
 LogJson = Annotated[bool, typer.Option("--log-json", help="One JSON object per log line (for log collectors).")]
-ApiKey = Annotated[
-    str | None,
-    typer.Option("--api-key", envvar="VOICESTREAM_API_KEY",
-                 help="Require this key on every route but /ping and the page: an Authorization: Bearer "
-                 "header, or on a WebSocket the subprotocol voicestream.key.KEY (never in the URL)."),
-]
+API_KEY_HELP = (
+    "Require this key on every route but /ping and the page: an Authorization: Bearer KEY or "
+    "X-API-Key: KEY header, or on a WebSocket the subprotocol voicestream.key.KEY (never in the URL)."
+)
+ApiKey = Annotated[str | None, typer.Option("--api-key", envvar="VOICESTREAM_API_KEY", help=API_KEY_HELP)]
 CorsOrigins = Annotated[
     list[str] | None,
     typer.Option("--cors-origin", help="A browser origin (https://app.example) allowed to call from another "
@@ -222,15 +221,25 @@ def serve(
     device: Device = "cpu",
     model_dir: ModelDir = None,
     variant: Variant = "int8",
-    max_sessions: Annotated[int, typer.Option("--max-sessions", help="Open sessions beyond this get `busy`.")] = 64,
+    max_sessions: Annotated[
+        int, typer.Option("--max-sessions", help="Open connections beyond this get `busy`: sessions, Cartesia "
+                          "sockets and Wyoming connections together.")
+    ] = 64,
     max_queue: Annotated[int, typer.Option("--max-queue", help="Queued requests beyond this get `busy`.")] = 256,
     max_session_requests: Annotated[
-        int, typer.Option("--max-session-requests", help="Unsent requests one session may hold; more get `busy`.")
+        int, typer.Option("--max-session-requests", help="Unsent requests one session may hold, and open contexts "
+                          "one Cartesia socket may hold; more get `busy`.")
     ] = 32,
     max_body_bytes: Annotated[
-        int, typer.Option("--max-body-bytes", help="Largest HTTP body or WebSocket message accepted.")
+        int, typer.Option("--max-body-bytes", help="Largest HTTP body, WebSocket message or Wyoming event "
+                          "accepted.")
     ] = 1_048_576,
-    idle_timeout: Annotated[float, typer.Option("--idle-timeout", help="Close a session idle this many seconds.")] = 300.0,
+    idle_timeout: Annotated[
+        float, typer.Option("--idle-timeout", help="Close a session that received no message, sent no frame and "
+                            "has nothing left to send for this many seconds; a Cartesia socket is closed after "
+                            "each such period without a message if no context is open. Wyoming connections "
+                            "have no idle timeout.")
+    ] = 300.0,
     stale_after: Annotated[
         float, typer.Option("--stale-after", help="Answer `request_stale` for a request that waited this many "
                             "seconds here for its first piece (the server's clock, not the client's).")
@@ -248,14 +257,20 @@ def serve(
                           "closes it with 1008.")
     ] = 4096,
     send_timeout: Annotated[
-        float, typer.Option("--send-timeout", help="Disconnect a client that takes no frame or body chunk for "
-                            "this many seconds.")
+        float, typer.Option("--send-timeout", help="Close a session (1008) that takes no frame, or drop a streamed "
+                            "HTTP response that takes no body chunk, for this many seconds; the Cartesia "
+                            "socket and Wyoming connections have no send timeout.")
     ] = 60.0,
     max_whole_files: Annotated[
-        int, typer.Option("--max-whole-files", help="`stream: false` responses prepared at once; more get `busy`.")
+        int, typer.Option("--max-whole-files", help="POST /invocations `stream: false` responses prepared at once; "
+                          "more get `busy` (/dev/captioned_speech's are not counted).")
     ] = 8,
     grace_s: GraceS = 30.0,
-    api_key: ApiKey = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar="VOICESTREAM_API_KEY",
+                     help=f"{API_KEY_HELP} The Wyoming port (--wyoming-port) checks no key."),
+    ] = None,
     cors_origin: CorsOrigins = None,
     allowed_host: AllowedHosts = None,
     log_level: LogLevel = "info",

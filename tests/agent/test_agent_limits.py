@@ -8,7 +8,7 @@ import asyncio
 import base64
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
@@ -42,33 +42,63 @@ def limited_agent(speech_server: str, long_winded_llm) -> Iterator[str]:
         yield url
 
 
-async def test_answers_beyond_the_cap_are_busy_at_once_and_answers_end_by_their_deadline(
+async def test_an_answer_beyond_the_cap_is_busy_without_waiting_for_a_slot(
     engine: KokoroEngine, long_winded_llm
 ) -> None:
-    """The speech server hangs after its first piece, so the answer outlives its deadline
-    however short the model's answer is (the speech server's own timeout is far longer)."""
-    stalling = StallingEngine(engine, pieces=1)
-    speech = ServerSettings(host="127.0.0.1", port=free_port())
-    limits = AnswerLimits(max_answers=1, answer_timeout_s=3.0, speech_timeout_s=60.0)
-    with contextlib.ExitStack() as stack:
-        speech_url = stack.enter_context(running_server(stalling, speech))  # type: ignore[arg-type]
-        stack.callback(stalling.release.set)  # before the server stops: it joins its workers
+    """The one slot is held by an answer that cannot end by itself (its speech server hangs
+    at the first piece; its deadline and speech timeout are far off): a second answer is
+    refused with `busy` while the first still holds the slot, so it did not wait for it;
+    the first caller hanging up frees the slot."""
+    limits = AnswerLimits(max_answers=1, answer_timeout_s=300.0, speech_timeout_s=300.0)
+    with hung_speech_server(engine) as speech_url:
         app = create_app(AgentSettings(speech_url=speech_url, limits=limits), llm=long_winded_llm)
-        url = stack.enter_context(running_agent(app))
-        await _busy_then_deadline(url)
-
-
-async def _busy_then_deadline(url: str) -> None:
-    first = asyncio.create_task(post_events(url, {"prompt": "A long dragon story, please."}, 60))
-    await asyncio.sleep(1.0)
-    started = asyncio.get_running_loop().time()
-    refused = await post_events(url, {"prompt": "Me too."}, 10)
-    assert asyncio.get_running_loop().time() - started < 2
+        service = app.state.service
+        with running_agent(app) as url:
+            first = asyncio.create_task(post_events(url, {"prompt": STORY}, 300))
+            await until(lambda: service.active_answers == 1, "the first answer to be admitted")
+            refused = await post_events(url, {"prompt": "Me too."}, 60)
+            holding = (service.active_answers, first.done())
+            first.cancel()
+            await asyncio.gather(first, return_exceptions=True)
+            await until(lambda: service.active_answers == 0, "the hung-up answer to free its slot")
     assert [e["type"] for e in refused] == ["error", "agent_end"] and refused[0]["code"] == "busy"
+    assert holding == (1, False), "the refusal came once the first answer had let go of its slot"
+    await settled(long_winded_llm)
 
-    events = await first
-    assert events[-2]["type"] == "error" and events[-2]["code"] == "answer_timeout"
-    assert events[-1]["type"] == "agent_end" and events[-1]["t_ms"] < 8000
+
+async def test_an_answer_ends_at_its_deadline(engine: KokoroEngine, long_winded_llm) -> None:
+    """The speech server hangs at the first piece and its timeout is far off, so only the
+    answer's 3 s deadline can end the answer, however short the model's answer is."""
+    limits = AnswerLimits(answer_timeout_s=3.0, speech_timeout_s=300.0)
+    with hung_speech_server(engine) as speech_url:
+        app = create_app(AgentSettings(speech_url=speech_url, limits=limits), llm=long_winded_llm)
+        with running_agent(app) as url:
+            events = await post_events(url, {"prompt": "A long dragon story, please."}, 120)
+    assert [e["type"] for e in events][-2:] == ["error", "agent_end"]
+    assert events[-2]["code"] == "answer_timeout" and "longer than 3 s" in events[-2]["message"]
+    assert events[0]["type"] == "agent_start"
+    await settled(long_winded_llm)
+
+
+@contextlib.contextmanager
+def hung_speech_server(engine: KokoroEngine) -> Iterator[str]:
+    """A speech server whose engine hangs at its first piece until the test is over."""
+    stalling = StallingEngine(engine, pieces=0)
+    speech = ServerSettings(host="127.0.0.1", port=free_port())
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(running_server(stalling, speech))  # type: ignore[arg-type]
+        stack.callback(stalling.release.set)  # before the server stops: it joins its workers
+        yield url
+
+
+async def until(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    """Wait for `condition`, failing the test after `timeout_s`."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            while not condition():
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        pytest.fail(f"timed out waiting for {what}")
 
 
 async def test_a_prompt_over_the_limit_is_refused(limited_agent: str) -> None:

@@ -1,13 +1,19 @@
 """`run`, one answer as PROTOCOL.md section 2 events, against the real local LLM and the real
-speech server; the audio is checked by ear (Whisper)."""
+speech server; the audio is checked by ear (Whisper). Bidi's pipelining is checked on a
+scripted answer of two sentences (an OpenAI-compatible stub on loopback), so that it always
+has a second sentence to pipeline."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
+from strands.models import Model
 from tests.agent.agent_checks import (
     PROMPT,
+    answer_text,
     audio_bytes,
     check_answer,
     check_failure,
@@ -16,7 +22,9 @@ from tests.agent.agent_checks import (
     settled,
     spoken_text,
 )
+from tests.agent.llm_stubs import echo, openai_echo_server
 from tests.asr import transcribe, word_error_rate
+from tests.server.wire import metric
 
 from voicestream.agent.app import free_port
 from voicestream.agent.llm import create_model
@@ -25,27 +33,39 @@ from voicestream.protocol import AgentRequest
 
 MAX_WER = 0.25
 STORY = "Tell me a very long story about a dragon, in many paragraphs."
+RENDERED = "voicestream_rendered_audio_seconds"
 
 
 def _no_other_tasks() -> set[asyncio.Task[object]]:
     return {task for task in asyncio.all_tasks() if task is not asyncio.current_task()}
 
 
+@pytest.fixture(scope="module")
+def echo_llm() -> Iterator[Model]:
+    """An OpenAI-compatible LLM on loopback whose answer is scripted (see `llm_stubs.echo`):
+    "You said: ... . I was sent 1 messages.", two sentences whatever the machine."""
+    with openai_echo_server() as stub:
+        yield create_model("openai", model="echo", base_url=stub.url, api_key="test")
+
+
 @pytest.mark.parametrize("mode", ["bidi", "batch", "batch-stream"])
 async def test_answer_is_spoken_in_every_mode(mode, local_llm, speech_server, whisper):
-    events = await collect(run(AgentRequest(prompt=PROMPT, mode=mode), local_llm, speech_server))
+    rendered_before = await metric(speech_server, RENDERED)
+    events, rendered_at_first_audio = await _collect_noting_rendered_audio(
+        run(AgentRequest(prompt=PROMPT, mode=mode), local_llm, speech_server), speech_server
+    )
 
     check_answer(events, mode)
-    deltas, chunks, end = of_type(events, "text_delta"), of_type(events, "audio_chunk"), events[-1]
-    if mode == "bidi":
-        sentences = {chunk["sentence"] for chunk in chunks}
-        if len(sentences) > 1:  # the first sentence left while the LLM was still writing
-            assert end["first_sentence_ms"] < deltas[-1]["t_ms"]
-    else:
+    deltas, chunks = of_type(events, "text_delta"), of_type(events, "audio_chunk")
+    end, stream_end = events[-1], of_type(events, "audio_stream_end")[0]
+    if mode != "bidi":
         assert {chunk["sentence"] for chunk in chunks} == {0}  # one request: the whole answer
         assert end["first_sentence_ms"] >= deltas[-1]["t_ms"]
-    if mode == "batch":  # held back until the request completed, then sent at once
-        assert chunks[-1]["t_ms"] - chunks[0]["t_ms"] < 50
+    if mode == "batch":
+        # held back until the request completed: when its first audio reached the caller, the
+        # speech server had already rendered all of the answer's audio (its own accounting)
+        rendered = rendered_at_first_audio - rendered_before
+        assert rendered >= stream_end["duration_s"] - 0.005, (rendered, stream_end["duration_s"])
     # every sentence's word times come before its audio, in every mode (the page's highlight
     # and its rule for what was heard need them)
     timed = [e for e in events if e["type"] in ("word_timestamps", "audio_chunk")]
@@ -54,6 +74,40 @@ async def test_answer_is_spoken_in_every_mode(mode, local_llm, speech_server, wh
         assert own[0]["type"] == "word_timestamps" and own[0]["words"], own[:1]
     heard = transcribe(whisper, audio_bytes(events))
     assert word_error_rate(spoken_text(events), heard) <= MAX_WER, (spoken_text(events), heard)
+    assert not _no_other_tasks()
+
+
+async def _collect_noting_rendered_audio(
+    answer: AsyncIterator[dict[str, Any]], speech_server: str
+) -> tuple[list[dict[str, Any]], float]:
+    """Every event of `answer`, and the speech server's rendered audio (seconds, from its
+    /metrics) read when the first `audio_chunk` reached the caller."""
+    events: list[dict[str, Any]] = []
+    rendered = float("nan")
+    async with asyncio.timeout(120):
+        async for event in answer:
+            events.append(event)
+            if event["type"] == "audio_chunk" and event["seq"] == 0:
+                rendered = await metric(speech_server, RENDERED)
+    return events, rendered
+
+
+async def test_bidi_sends_the_first_sentence_while_the_llm_still_writes(echo_llm, speech_server):
+    """The scripted answer has two sentences: the first goes to the speech server (its
+    `sentence` event) before the LLM's last text, and each is a request of its own."""
+    events = await collect(run(AgentRequest(prompt=PROMPT, mode="bidi"), echo_llm, speech_server))
+
+    check_answer(events, "bidi")
+    assert answer_text(events) == echo([{"role": "user", "content": PROMPT}])
+    types = [event["type"] for event in events]
+    sentences = of_type(events, "sentence")
+    assert len(sentences) > 1, sentences
+    last_delta = len(types) - 1 - types[::-1].index("text_delta")
+    assert types.index("sentence") < last_delta, types
+    assert events[-1]["first_sentence_ms"] <= events[last_delta]["t_ms"]
+    assert {chunk["sentence"] for chunk in of_type(events, "audio_chunk")} == {
+        sentence["index"] for sentence in sentences
+    }
     assert not _no_other_tasks()
 
 

@@ -23,6 +23,7 @@ import yaml
 from tests.deploy.chart import (
     CHART,
     PROFILES,
+    REPO,
     named,
     of_kind,
     render,
@@ -41,6 +42,7 @@ from voicestream.server.metrics import ServerMetrics
 from voicestream.server.runner import _config
 
 KEDA_SCHEMA = Path(__file__).parent / "keda_scaledobject_v2.20.2.json"
+DEPLOY_DOC = REPO / "docs" / "DEPLOY.md"
 CRD_KINDS = {"ScaledObject", "HTTPRoute"}
 """Custom resources: Kubernetes' own schemas do not know them (KEDA's is checked below; the
 Gateway API's HTTPRoute is rendered but not schema-checked here)."""
@@ -88,7 +90,17 @@ def option(container: dict[str, Any], flag: str) -> str:
 
 
 def test_profiles_are_the_four_the_docs_name() -> None:
-    assert set(PROFILES) == {"defaults", "gpu", "keda", "hpa"}
+    """docs/DEPLOY.md names the profiles these tests render ("`helm template` of each profile
+    (defaults, gpu, ...)") and, as starting points, their values files: the chart's ci/
+    folder holds those four and no other, and every values file the docs name is one of them."""
+    text = " ".join(DEPLOY_DOC.read_text().split())
+    rendered = re.search(r"`helm template` of each profile \(([^)]*)\)", text)
+    assert rendered, "docs/DEPLOY.md no longer says which profiles tests/deploy/ renders"
+    documented = [name.strip() for name in rendered.group(1).split(",")]
+    assert len(documented) == len(set(documented)) == 4, documented
+    assert set(PROFILES) == set(documented), (sorted(PROFILES), documented)
+    starting_points = set(re.findall(r"`(\w+)-values\.yaml`", text))
+    assert starting_points and starting_points <= set(PROFILES), starting_points
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))

@@ -10,18 +10,53 @@ from pathlib import Path
 from tests.web.browser import SOUND_LEVEL, PageVisit
 
 PROMPT = "Why is the sky blue?"
-STOP_AND_TIME_SILENCE = """
-async () => {
-  const player = window.voicestream.player;
-  const clicked = performance.now();
-  document.getElementById("stop").click();
-  while (player.level() > 0.001) {
-    if (performance.now() - clicked > 2000) return null;
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
-  return performance.now() - clicked;
+FOLLOW_THE_PLAYER = """
+() => {
+  // From the page's first player on: the audio the page pushed to it (seconds, per tag: a
+  // sentence) and, from the worklet's own reports ("tag", "position"), how much it played.
+  const audio = { pushed: 0, lengths: new Map(), finished: 0, tag: null, intoTag: 0 };
+  audio.played = () => audio.finished + audio.intoTag;
+  window.__audio = audio;
+  let voicestream;
+  Object.defineProperty(window, "voicestream", {
+    configurable: true,
+    get: () => voicestream,
+    set: (value) => {
+      voicestream = value;
+      const player = value.player;
+      const push = player.push.bind(player);
+      player.push = (bytes, tag = null) => {
+        const seconds = bytes.length / 2 / 24000;
+        audio.pushed += seconds;
+        audio.lengths.set(tag, (audio.lengths.get(tag) ?? 0) + seconds);
+        push(bytes, tag);
+      };
+      player.on("tag", ({ tag }) => {
+        if (audio.tag !== null) audio.finished += audio.lengths.get(audio.tag) ?? 0;
+        audio.tag = tag;
+        audio.intoTag = 0;
+      });
+      player.on("position", ({ seconds }) => { audio.intoTag = seconds; });
+    },
+  });
 }
 """
+STOP_WITH_AUDIO_AHEAD = """
+async (least) => {
+  // Click Stop once at least `least` seconds of audio wait in the player, unplayed; say how
+  // much the page had pushed then.
+  const audio = window.__audio;
+  const deadline = performance.now() + 90000;
+  while (audio.pushed - audio.played() < least) {
+    if (performance.now() > deadline) return null;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  const pushed = audio.pushed;
+  document.getElementById("stop").click();
+  return pushed;
+}
+"""
+QUEUED_AT_STOP_S = 0.5
 
 
 def ask(opened: PageVisit, prompt: str, mode: str) -> None:
@@ -46,7 +81,11 @@ def wait_until(condition, timeout_s: float, what: str) -> None:
 
 
 def test_answer_is_heard_and_stop_silences_it(visit, agent_url, agent_app, long_winded_llm, tmp_path: Path):
+    """Stop is clicked while audio waits in the player: the player's own count of what it
+    played (the page's "heard") ends short of what it was given, the page goes silent, the
+    agent ends the answer, and nothing plays after the Stop (the worklet counts nothing more)."""
     opened = visit(f"{agent_url}/")
+    opened.page.evaluate(FOLLOW_THE_PLAYER)
     ask(opened, "Tell me a long story about a lighthouse keeper and the sea.", "bidi")
 
     opened.page.wait_for_function("window.__ear.soundAt !== null", timeout=90_000)
@@ -55,11 +94,17 @@ def test_answer_is_heard_and_stop_silences_it(visit, agent_url, agent_app, long_
     opened.page.screenshot(path=tmp_path / "agent-speaking.png")
     assert agent_app.state.service.active_answers == 1, "the long answer should still be running"
 
-    silent_after_ms = opened.page.evaluate(STOP_AND_TIME_SILENCE)
+    pushed_s = opened.page.evaluate(STOP_WITH_AUDIO_AHEAD, QUEUED_AT_STOP_S)
 
-    assert silent_after_ms is not None and silent_after_ms < 100, silent_after_ms
-    wait_until(lambda: agent_app.state.service.active_answers == 0, 15, "the agent to end the answer")
-    assert opened.page.inner_text("#status") == "Stopped."
+    assert pushed_s is not None, f"the player never held {QUEUED_AT_STOP_S} s of audio ahead"
+    opened.page.wait_for_function("window.voicestream.player.level() <= 0.001", timeout=30_000)
+    wait_until(lambda: agent_app.state.service.active_answers == 0, 30, "the agent to end the answer")
+    opened.page.wait_for_function("document.getElementById('status').innerText === 'Stopped.'")
+    assert opened.page.get_attribute("article[data-mode=bidi]", "data-interrupted") == "true"
+    heard_s = figure_ms(opened, "bidi", "heard") / 1000
+    assert heard_s < pushed_s, (heard_s, pushed_s)  # the Stop cut the audio short
+    played_since_stop = opened.page.evaluate("window.voicestream.player.stop()")
+    assert played_since_stop == 0, f"{played_since_stop} s of audio played after the Stop"
     assert opened.ear()["peak"] > SOUND_LEVEL
     assert opened.hosts() == {"127.0.0.1"}, opened.requested
 

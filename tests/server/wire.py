@@ -6,12 +6,14 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from websockets.asyncio.client import ClientConnection, connect
 
@@ -99,17 +101,25 @@ async def metric(base_url: str, name: str) -> float:
     return float(values[0])
 
 
-async def open_non_reader(base_url: str) -> ClientConnection:
-    """A WebSocket client with a tiny receive buffer and no compression that will never
-    read: the server's sends back up soon instead of filling megabytes of buffers first."""
-    import socket
-    from urllib.parse import urlsplit
-
+async def connect_non_reader(base_url: str) -> socket.socket:
+    """A TCP connection to the server that takes as little as TCP allows: a 4 KB receive
+    buffer and a 536-byte segment size. The segment size matters more: Linux grows the
+    server's send buffer from the peer's segment size, to megabytes on loopback otherwise,
+    so the server's sends back up after a few hundred kilobytes instead of four megabytes."""
     address = urlsplit(base_url)
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    if hasattr(socket, "TCP_MAXSEG"):  # without it the server's sends back up later, not never
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
     sock.setblocking(False)
     await asyncio.get_running_loop().sock_connect(sock, (address.hostname, address.port))
+    return sock
+
+
+async def open_non_reader(base_url: str) -> ClientConnection:
+    """A WebSocket client on `connect_non_reader`'s connection, with no compression and one
+    frame of queue: until it reads, the server's sends back up soon."""
+    sock = await connect_non_reader(base_url)
     return await connect(ws_url(base_url), sock=sock, max_size=None, max_queue=1, compression=None)
 
 

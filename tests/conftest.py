@@ -24,6 +24,17 @@ if TYPE_CHECKING:  # the agent's modules load only for the tests that use them
     from voicestream.agent.local_llm import LocalLlamaModel
 
 
+MAX_TEST_WORKERS = 4
+"""Each pytest-xdist worker loads its own engine, Whisper and LLM (about 1.5 GB): on a large
+machine more than four would spend memory and start-up time for little more speed."""
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pyproject's addopts): one worker per core, two at least, four at most. Two on
+    one core still pays: much of the suite waits on sockets, browsers and subprocesses."""
+    return max(2, min(MAX_TEST_WORKERS, len(os.sched_getaffinity(0))))
+
+
 @pytest.fixture(scope="session")
 def engine() -> KokoroEngine:
     return KokoroEngine.load()

@@ -1,51 +1,19 @@
 """The command line. One test runs it as a user does, a real process (the entry point, the
 model loaded from the cache); the others run the same commands in process on the session's
-engine, so that each does not load the model again (four to six seconds apiece)."""
+engine (``run_cli``, tests/engine/cli_runner.py)."""
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import sys
 import wave
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.engine.cli_runner import Cli
 from tests.reference import HELLO_SECONDS
-from typer.testing import CliRunner
 
 from voicestream.audio import decode_audio
-from voicestream.cli import app
-from voicestream.engine import KokoroEngine
-
-
-@dataclass(frozen=True)
-class Ran:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-Cli = Callable[..., Ran]
-
-
-@pytest.fixture
-def run_cli(engine: KokoroEngine, monkeypatch: pytest.MonkeyPatch) -> Cli:
-    """Runs ``voicestream ARGS`` in process; the commands that load a model get the session's."""
-    commands = importlib.import_module("voicestream.cli.app")  # the module, not the Typer app it exports
-    monkeypatch.setattr(commands, "load_engine", lambda *args, **kwargs: engine)
-    monkeypatch.setattr(engine, "max_text_chars", engine.max_text_chars)  # `say` may raise it
-    runner = CliRunner()
-
-    def run(*args: str, stdin: str | None = None) -> Ran:
-        result = runner.invoke(app, list(args), input=stdin, prog_name="voicestream", env={"COLUMNS": "200"})
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            raise result.exception
-        return Ran(result.exit_code, result.stdout, result.stderr)
-
-    return run
 
 
 def test_say_as_a_process_writes_the_reference_wav(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import srt
 import webvtt
-from tests.engine.test_cli import run_cli
+from tests.engine.cli_runner import Cli
 
 from voicestream.cli.subtitles import phrases, to_srt, to_webvtt
 from voicestream.protocol import WordTiming
@@ -18,7 +18,7 @@ from voicestream.protocol import WordTiming
 TEXT = "Dr. Lee paid $5 for the tickets. The show starts at noon, so we should hurry."
 
 
-def test_say_writes_subtitles_and_timestamps(tmp_path: Path) -> None:
+def test_say_writes_subtitles_and_timestamps(run_cli: Cli, tmp_path: Path) -> None:
     audio, vtt, srt_file, stamps = (tmp_path / name for name in ("a.wav", "a.vtt", "a.srt", "w.json"))
     result = run_cli("say", TEXT, "-o", str(audio), "--subtitles", str(vtt), "--timestamps", str(stamps))
     assert result.returncode == 0, result.stderr

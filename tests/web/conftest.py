@@ -1,4 +1,8 @@
-"""A real browser for the pages (see `browser`): one Chromium for the session, pages per test."""
+"""A real browser for the pages (see `browser`): one Chromium per test module, pages per test.
+
+Per module, not per session: Playwright's sync API keeps its event loop marked as running on
+the main thread while it is open, so a session-wide instance would break every asyncio test
+that a pytest-xdist worker runs after the web tests."""
 
 from __future__ import annotations
 
@@ -10,13 +14,13 @@ from playwright.sync_api import Browser, Playwright, sync_playwright
 from tests.web.browser import PageVisit, launch_chromium, open_page
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
     with sync_playwright() as instance:
         yield instance
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     chromium = launch_chromium(playwright)
     yield chromium

@@ -86,8 +86,9 @@ def make_speech_server(engine: KokoroEngine) -> Iterator[Callable[..., str]]:
         yield start
 
 
-TEST_MAX_TOKENS = 60
-"""Short answers (two or three sentences) keep the agent tests quick."""
+TEST_MAX_TOKENS = 30
+"""Short answers (a sentence or two, about 20 words) keep the agent and page tests quick; the
+tests that need a longer answer ask `long_winded_llm`, the pipelining test a scripted one."""
 TEST_THREADS = 1
 """The speech engine, Whisper and the LLM share the test machine's few cores: a single LLM
 thread never spins waiting for a second one that the others have pushed off its core."""

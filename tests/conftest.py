@@ -35,6 +35,22 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return max(2, min(MAX_TEST_WORKERS, len(os.sched_getaffinity(0))))
 
 
+SLOW_FOLDERS_FIRST = ("web", "bench", "deploy", "agent", "infra", "engine", "server", "client")
+"""Folders by how long their files take (a browser playing answers, the benches, servers behind
+haproxy, the LLM, CDK synths, renders): run in this order, the quick pure-layer folders last, so
+that the workers' last files are short ones and both finish together rather than one waiting
+while the other plays a page. pyproject's addopts keep xdist from reordering files by test
+count (--no-loadscope-reorder), which would put these few-test files last."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def folder_rank(item: pytest.Item) -> int:
+        parts = item.path.relative_to(config.rootpath / "tests").parts
+        return SLOW_FOLDERS_FIRST.index(parts[0]) if len(parts) > 1 and parts[0] in SLOW_FOLDERS_FIRST else len(SLOW_FOLDERS_FIRST)
+
+    items.sort(key=folder_rank)  # stable: the order inside a rank is pytest's
+
+
 @pytest.fixture(scope="session")
 def engine() -> KokoroEngine:
     return KokoroEngine.load()
@@ -86,8 +102,8 @@ def make_speech_server(engine: KokoroEngine) -> Iterator[Callable[..., str]]:
         yield start
 
 
-TEST_MAX_TOKENS = 30
-"""Short answers (a sentence or two, about 20 words) keep the agent and page tests quick; the
+TEST_MAX_TOKENS = 20
+"""Short answers (a sentence, about 15 words) keep the agent and page tests quick; the
 tests that need a longer answer ask `long_winded_llm`, the pipelining test a scripted one."""
 TEST_THREADS = 1
 """The speech engine, Whisper and the LLM share the test machine's few cores: a single LLM

@@ -25,8 +25,8 @@ if TYPE_CHECKING:  # the agent's modules load only for the tests that use them
 
 
 MAX_TEST_WORKERS = 4
-"""Each pytest-xdist worker loads its own engine, Whisper and LLM (about 1.5 GB): on a large
-machine more than four would spend memory and start-up time for little more speed."""
+"""Each pytest-xdist worker loads its own engine, Whisper and LLM (2 to 3 GB of memory): on a
+large machine more than four would spend memory and start-up time for little more speed."""
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

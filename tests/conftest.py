@@ -45,8 +45,8 @@ count (--no-loadscope-reorder), which would put these few-test files last."""
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def folder_rank(item: pytest.Item) -> int:
-        parts = item.path.relative_to(config.rootpath / "tests").parts
-        return SLOW_FOLDERS_FIRST.index(parts[0]) if len(parts) > 1 and parts[0] in SLOW_FOLDERS_FIRST else len(SLOW_FOLDERS_FIRST)
+        folder = item.path.relative_to(config.rootpath / "tests").parts[0]  # a file for tests/test_*.py
+        return SLOW_FOLDERS_FIRST.index(folder) if folder in SLOW_FOLDERS_FIRST else len(SLOW_FOLDERS_FIRST)
 
     items.sort(key=folder_rank)  # stable: the order inside a rank is pytest's
 

@@ -8,7 +8,15 @@ import json
 import statistics
 
 import httpx
-from tests.server.wire import JSON_TYPE, WirePeer, connect_non_reader, metric, open_non_reader
+from tests.server.wire import (
+    JSON_TYPE,
+    WirePeer,
+    connect_non_reader,
+    metric,
+    open_non_reader,
+    until_above,
+    until_zero,
+)
 from websockets.exceptions import ConnectionClosed
 
 LONG_TEXT = " ".join(f"This is sentence number {n} of a long answer that nobody reads." for n in range(1, 25))
@@ -28,9 +36,7 @@ async def test_one_session_cannot_take_every_slot(make_speech_server) -> None:
     greedy, other = WirePeer(await open_non_reader(url)), await WirePeer.open(url)
     for index in range(4):
         await greedy.send({**UNREAD_TEXT, "request_id": f"g{index}"})
-    async with asyncio.timeout(30):  # the greedy session's four messages are all handled
-        while await metric(url, 'voicestream_errors_total{code="busy"}') < 2:
-            await asyncio.sleep(0.05)
+    await until_above(url, 'voicestream_errors_total{code="busy"}', 1)  # its four messages all handled
     assert await metric(url, "voicestream_queue_depth") == 2
     for index in range(2):
         await other.send({"text": "My turn.", "request_id": f"o{index}"})
@@ -55,9 +61,7 @@ async def test_a_client_that_never_reads_holds_bounded_audio(make_speech_server)
     hog = await open_non_reader(url)
     for index in range(3):
         await hog.send(json.dumps({"text": LONG_TEXT, "request_id": f"h{index}"}))
-    async with asyncio.timeout(60):
-        while await metric(url, "voicestream_rendered_audio_seconds") == 0:
-            await asyncio.sleep(0.1)
+    await until_above(url, "voicestream_rendered_audio_seconds", 0)
     other = await WirePeer.open(url)
     await other.send({"text": "Other sessions are unaffected.", "request_id": "other"})
     assert (await other.answer(timeout=60)).kinds == ["synthesis_start", "synthesis_complete"]
@@ -65,9 +69,7 @@ async def test_a_client_that_never_reads_holds_bounded_audio(make_speech_server)
     piece = 24_000 * 2 * 12  # a piece is at most about 12 s of pcm16 at 24 kHz
     assert await metric(url, "voicestream_peak_listener_buffered_bytes") <= share + 4 * piece
     hog.transport.abort()
-    async with asyncio.timeout(30):
-        while (await metric(url, "voicestream_queue_depth"), await metric(url, "voicestream_active_sessions")) != (0, 0):
-            await asyncio.sleep(0.1)
+    await until_zero(url, "voicestream_queue_depth", "voicestream_active_sessions")
 
 
 async def test_a_session_that_floods_bad_messages_is_closed_once_and_read_no_further(make_speech_server, caplog) -> None:
@@ -80,9 +82,7 @@ async def test_a_session_that_floods_bad_messages_is_closed_once_and_read_no_fur
         for _ in range(2_000):
             async with asyncio.timeout(2):
                 await hog.send(bad)
-    async with asyncio.timeout(30):
-        while await metric(url, "voicestream_active_sessions") != 0:
-            await asyncio.sleep(0.1)
+    await until_zero(url, "voicestream_active_sessions")
     assert await metric(url, 'voicestream_errors_total{code="unknown_voice"}') == 50
     assert await metric(url, 'voicestream_sessions_closed_total{code="1008"}') == 1
     assert sum("bad messages in a row" in record.getMessage() for record in caplog.records) == 1
@@ -96,9 +96,7 @@ async def test_send_timeout_closes_a_session_that_takes_no_frame(make_speech_ser
     url = make_speech_server(send_timeout_s=1.0, listener_budget_bytes=100_000)
     hog = await open_non_reader(url)
     await hog.send(json.dumps({**UNREAD_TEXT, "request_id": "unread"}))
-    async with asyncio.timeout(60):
-        while await metric(url, 'voicestream_sessions_closed_total{code="1008"}') == 0:
-            await asyncio.sleep(0.1)
+    await until_above(url, 'voicestream_sessions_closed_total{code="1008"}', 0)
     assert await metric(url, 'voicestream_requests_ended_total{state="cancelled"}') == 1
     assert await metric(url, "voicestream_queue_depth") == await metric(url, "voicestream_active_sessions") == 0
     assert sum("took no frame for 1 s" in record.getMessage() for record in caplog.records) == 1
@@ -114,9 +112,7 @@ async def test_send_timeout_drops_an_http_stream_nobody_reads(make_speech_server
             f"Content-Length: {len(body)}\r\n\r\n").encode()
     with await connect_non_reader(url) as client:
         await asyncio.get_running_loop().sock_sendall(client, head + body)
-        async with asyncio.timeout(60):
-            while await metric(url, 'voicestream_requests_ended_total{state="cancelled"}') == 0:
-                await asyncio.sleep(0.1)
+        await until_above(url, 'voicestream_requests_ended_total{state="cancelled"}', 0)
         assert await metric(url, "voicestream_queue_depth") == 0
         assert await metric(url, 'voicestream_requests_ended_total{state="done"}') == 0
         assert sum("took nothing for 1 s" in record.getMessage() for record in caplog.records) == 1
@@ -127,14 +123,9 @@ async def test_a_client_that_stops_reading_and_hangs_up_frees_its_request(speech
     ends whatever state it was in, and the queue is empty again."""
     hog = await open_non_reader(speech_server)
     await hog.send(json.dumps({"text": LONG_TEXT, "request_id": "gone"}))
-    async with asyncio.timeout(60):
-        while await metric(speech_server, "voicestream_rendered_audio_seconds") == 0:
-            await asyncio.sleep(0.1)
+    await until_above(speech_server, "voicestream_rendered_audio_seconds", 0)
     hog.transport.abort()
-    async with asyncio.timeout(30):
-        while (await metric(speech_server, "voicestream_queue_depth"),
-               await metric(speech_server, "voicestream_active_sessions")) != (0, 0):
-            await asyncio.sleep(0.1)
+    await until_zero(speech_server, "voicestream_queue_depth", "voicestream_active_sessions")
 
 
 async def test_stalled_sessions_cannot_take_a_newcomers_reserve(make_speech_server) -> None:
@@ -145,9 +136,8 @@ async def test_stalled_sessions_cannot_take_a_newcomers_reserve(make_speech_serv
     for hog in stalled:
         for index in range(12):
             await hog.send(json.dumps({"text": LONG_TEXT, "request_id": f"s{index}"}))
-    async with asyncio.timeout(30):
-        while await metric(url, 'voicestream_errors_total{code="busy"}') < 3 * 12 - 12:
-            await asyncio.sleep(0.1)
+    # 36 requests sent and 12 queue slots: at least 24 answered busy (counts are whole)
+    await until_above(url, 'voicestream_errors_total{code="busy"}', 3 * 12 - 12 - 1)
     reader = await WirePeer.open(url)
     for index in range(3):
         await reader.send({"text": "Still served.", "request_id": f"r{index}"})
@@ -186,9 +176,7 @@ async def test_whole_file_request_is_cancelled_when_the_client_leaves(speech_ser
     async with httpx.AsyncClient(timeout=0.5) as client:
         with contextlib.suppress(httpx.TimeoutException):
             await client.post(f"{speech_server}/invocations", json={"text": WHOLE_FILE_TEXT, "stream": False})
-    async with asyncio.timeout(30):
-        while await metric(speech_server, "voicestream_queue_depth") != 0:
-            await asyncio.sleep(0.1)
+    await until_zero(speech_server, "voicestream_queue_depth")
     assert await metric(speech_server, 'voicestream_requests_ended_total{state="cancelled"}') == before + 1
 
 
@@ -200,9 +188,8 @@ async def test_max_whole_files_refuses_one_more_whole_file_but_not_a_stream(make
     invocations = f"{url}/invocations"
     async with httpx.AsyncClient(timeout=120) as holder, httpx.AsyncClient(timeout=120) as client:
         holding = asyncio.create_task(holder.post(invocations, json={"text": WHOLE_FILE_TEXT, "stream": False}))
-        async with asyncio.timeout(30):  # counted as a whole file in the same step that queues it
-            while await metric(url, 'voicestream_requests_total{route="invocations"}') == 0:
-                await asyncio.sleep(0.05)
+        # counted as a whole file in the same step that queues it
+        await until_above(url, 'voicestream_requests_total{route="invocations"}', 0)
         refused = await client.post(invocations, json={"text": "One more whole file.", "stream": False})
         assert refused.status_code == 503 and refused.json()["error"]["code"] == "busy"
         streamed = await client.post(invocations, json={"text": "A stream is not a file.", "stream": True})
@@ -265,9 +252,7 @@ async def _ping_latencies_while_speaking(base_url: str, texts: list[str]) -> lis
         pinged.set()
         statuses = await asyncio.gather(*speaking)
     assert all(status == 200 for status in statuses)
-    async with asyncio.timeout(60):
-        while await metric(base_url, "voicestream_queue_depth") != 0:
-            await asyncio.sleep(0.1)
+    await until_zero(base_url, "voicestream_queue_depth")
     return latencies
 
 

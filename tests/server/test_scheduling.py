@@ -11,7 +11,7 @@ import json
 import statistics
 import time
 
-from tests.server.wire import WirePeer, metric, ws_url
+from tests.server.wire import WirePeer, until_zero, ws_url
 
 from voicestream.bench.texts import BLOCK, FIRST_SENTENCE
 from voicestream.bench.transport import first_audio_s
@@ -27,10 +27,7 @@ async def _first_words(base_url: str, text: str) -> list[str]:
             pass
     await peer.send({"type": "cancel"})
     await peer.close()
-    async with asyncio.timeout(60):
-        while (await metric(base_url, "voicestream_queue_depth"),
-               await metric(base_url, "voicestream_rendering_pieces")) != (0, 0):
-            await asyncio.sleep(0.05)
+    await until_zero(base_url, "voicestream_queue_depth", "voicestream_rendering_pieces")
     return [word["word"] for word in message["words"]]
 
 
@@ -121,10 +118,7 @@ async def test_new_session_is_not_starved_by_long_monologues(speech_server: str,
         await asyncio.gather(*tasks, return_exceptions=True)
         for peer in peers:
             await peer.close()
-        async with asyncio.timeout(60):  # a piece being rendered is finished, then dropped
-            while (await metric(speech_server, "voicestream_queue_depth"),
-                   await metric(speech_server, "voicestream_rendering_pieces")) != (0, 0):
-                await asyncio.sleep(0.05)
+        await until_zero(speech_server, "voicestream_queue_depth", "voicestream_rendering_pieces")  # a piece being rendered is finished, then dropped
     assert statistics.median(beside_s) <= 3 * statistics.median(apart_s), (beside_s, apart_s)
 
 

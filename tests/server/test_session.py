@@ -9,7 +9,7 @@ import time
 
 import httpx
 import pytest
-from tests.server.wire import WirePeer, metric, open_non_reader
+from tests.server.wire import WirePeer, metric, open_non_reader, until_above, until_zero
 from websockets.exceptions import ConnectionClosed
 
 THREE_SENTENCES = [  # the reference's 1.525, 2.250 and 2.050 s, less Kokoro's padding (engine/silence.py)
@@ -148,9 +148,7 @@ async def test_cancel_stops_the_request_being_spoken_and_the_one_queued(make_spe
     assert answer.kinds == ["synthesis_cancelled"] and answer.request_id == "long"
     queued = await peer.answer()
     assert queued.frames == [{"type": "synthesis_cancelled", "request_id": "queued"}] and queued.audio_frames == 0
-    async with asyncio.timeout(30):  # a piece being rendered at the cancel is finished, then dropped
-        while (await metric(url, "voicestream_queue_depth"), await metric(url, "voicestream_rendering_pieces")) != (0, 0):
-            await asyncio.sleep(0.05)
+    await until_zero(url, "voicestream_queue_depth", "voicestream_rendering_pieces")  # a piece being rendered at the cancel is finished, then dropped
     assert await metric(url, 'voicestream_requests_ended_total{state="cancelled"}') == 2
     assert await metric(url, "voicestream_rendered_audio_seconds") < 40
     await peer.send({"text": "After the barge-in.", "request_id": "next"})
@@ -246,9 +244,7 @@ async def test_websocket_is_accepted_and_answers_pings_beside_a_stalled_session(
     url = make_speech_server(listener_budget_bytes=100_000)
     stalled = await open_non_reader(url)
     await stalled.send(json.dumps({"text": LONG_ANSWER, "request_id": "held", "sample_rate": 48000}))
-    async with asyncio.timeout(60):
-        while await metric(url, "voicestream_rendered_audio_seconds") == 0:
-            await asyncio.sleep(0.05)
+    await until_above(url, "voicestream_rendered_audio_seconds", 0)
     peer = await asyncio.wait_for(WirePeer.open(url), 30)
     await asyncio.wait_for(await peer.ws.ping(), 30)
     assert await metric(url, "voicestream_queue_depth") == 1

@@ -101,6 +101,24 @@ async def metric(base_url: str, name: str) -> float:
     return float(values[0])
 
 
+POLL_S = 0.05
+
+
+async def until_above(base_url: str, name: str, value: float, timeout_s: float = 60) -> None:
+    """Wait until the server's own ``name`` (as `metric` reads it) is above ``value``."""
+    async with asyncio.timeout(timeout_s):
+        while await metric(base_url, name) <= value:
+            await asyncio.sleep(POLL_S)
+
+
+async def until_zero(base_url: str, *names: str, timeout_s: float = 60) -> None:
+    """Wait until every one of the server's ``names`` is 0 at once (an empty queue, no piece
+    rendering, no session open...)."""
+    async with asyncio.timeout(timeout_s):
+        while any([await metric(base_url, name) for name in names]):
+            await asyncio.sleep(POLL_S)
+
+
 async def connect_non_reader(base_url: str) -> socket.socket:
     """A TCP connection to the server that takes as little as TCP allows: a 4 KB receive
     buffer and a 536-byte segment size. The segment size matters more: Linux grows the

@@ -4,9 +4,11 @@ from voicestream.audio.container import CONTAINER_FORMATS, ContainerEncoder
 from voicestream.audio.encoder import StreamEncoder
 from voicestream.audio.errors import UnsupportedFormatError, UnsupportedSampleRateError
 from voicestream.audio.raw import MulawEncoder, Pcm16Encoder, WavEncoder
+from voicestream.protocol.messages import AUDIO_FORMATS, SAMPLE_RATES
 
-SUPPORTED_FORMATS = ("pcm16", "wav", "mp3", "aac", "opus", "flac", "mulaw")
-SUPPORTED_SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)
+SUPPORTED_FORMATS = AUDIO_FORMATS
+"""The protocol declares the formats and rates once (`voicestream.protocol.messages`)."""
+SUPPORTED_SAMPLE_RATES = SAMPLE_RATES
 ENGINE_SAMPLE_RATE = 24000
 """What Kokoro-82M produces, and so what encoders take by default."""
 

@@ -1,16 +1,23 @@
-"""The engine's errors: each input error carries the protocol code the server answers with."""
+"""The engine's errors: each carries the protocol code the server answers with.
+
+They are `SpeechFault`s (the one error root below the faces), so a face that catches
+`SpeechFault` answers an engine refusal with its own code, no translation in between.
+"""
 
 from __future__ import annotations
 
+from typing import ClassVar
 
-class EngineError(Exception):
-    """Base of every error the engine raises on purpose."""
+from voicestream.protocol.errors import ErrorCode, SpeechFault
 
-    code = "internal"
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+class EngineError(SpeechFault):
+    """Base of every error the engine raises on purpose; ``code`` is the class's."""
+
+    code: ClassVar[ErrorCode] = ErrorCode.INTERNAL  # type: ignore[misc]
+
+    def __init__(self, message: str, request_id: str | None = None) -> None:
+        super().__init__(type(self).code, message, request_id)
 
 
 class InvalidInputError(EngineError):
@@ -18,27 +25,27 @@ class InvalidInputError(EngineError):
 
 
 class EmptyTextError(InvalidInputError):
-    code = "text_required"
+    code = ErrorCode.TEXT_REQUIRED
 
 
 class TextTooLongError(InvalidInputError):
-    code = "text_too_long"
+    code = ErrorCode.TEXT_TOO_LONG
 
 
 class UnknownVoiceError(InvalidInputError):
-    code = "unknown_voice"
+    code = ErrorCode.UNKNOWN_VOICE
 
 
 class InvalidSpeedError(InvalidInputError):
-    code = "invalid_speed"
+    code = ErrorCode.INVALID_SPEED
 
 
 class UnsupportedLanguageError(InvalidInputError):
-    code = "unsupported_language"
+    code = ErrorCode.UNSUPPORTED_LANGUAGE
 
 
 class InvalidVoiceBlendError(InvalidInputError):
-    code = "invalid_voice_blend"
+    code = ErrorCode.INVALID_VOICE_BLEND
 
 
 class WeightsNotFoundError(EngineError):

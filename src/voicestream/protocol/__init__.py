@@ -1,7 +1,13 @@
 """The wire protocol of PROTOCOL.md as pure data: message models, parsers, control-frame
 detection and Server-Sent Events. Nothing here does I/O."""
 
-from voicestream.protocol.errors import ErrorCode, ProtocolError
+from voicestream.protocol.errors import (
+    ErrorCode,
+    ProtocolError,
+    SpeechFault,
+    fault_frame,
+    http_status,
+)
 from voicestream.protocol.frames import decode_control_frame
 from voicestream.protocol.messages import (
     AGENT_MODES,
@@ -125,6 +131,7 @@ __all__ = [
     "SentenceSent",
     "SentenceWords",
     "ServerFrame",
+    "SpeechFault",
     "SpokenAudioFormat",
     "SynthesisCancelled",
     "SynthesisComplete",
@@ -140,6 +147,8 @@ __all__ = [
     "decode_control_frame",
     "describe_voice",
     "encode_sse",
+    "fault_frame",
+    "http_status",
     "load_json_object",
     "new_request_id",
     "new_session_id",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from voicestream.audio import StreamEncoder
-from voicestream.protocol import DEFAULT_LANGUAGE, ErrorCode, WordTiming
+from voicestream.protocol import DEFAULT_LANGUAGE, SpeechFault, WordTiming
 
 
 class JobState(Enum):
@@ -38,15 +38,16 @@ _NEXT_STATES = {
 """The transitions a request may take; the three final states have none."""
 
 
-class JobFailed(Exception):
-    """The request ended without its audio; ``code`` is the protocol's, the message for people.
+class RequestRejected(SpeechFault):
+    """A request refused before any audio (the server is busy or draining, the engine
+    refused its text or voice, its encoder cannot start): nothing of it was queued."""
 
-    The cause, where there is one, has been logged once already."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+class JobFailed(SpeechFault):
+    """The request ended without all its audio (the engine or the encoder failed, or it went
+    stale in the queue); ``code`` is the protocol's, the message for people. The cause,
+    where there is one, has been logged once already. (``SynthesisFailed`` in
+    `voicestream.server.requests` is this class.)"""
 
 
 class Listener:

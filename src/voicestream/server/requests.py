@@ -15,15 +15,21 @@ from typing import Protocol
 
 from voicestream.audio import create_encoder
 from voicestream.engine import InvalidInputError, KokoroEngine
-from voicestream.protocol import ErrorCode, SynthesisComplete, SynthesisStart
+from voicestream.protocol import (
+    ErrorCode,
+    SpeechFault,
+    SynthesisComplete,
+    SynthesisStart,
+    http_status,
+)
 from voicestream.server.metrics import ServerMetrics
 from voicestream.server.scheduler import (
     Budgets,
-    BusyError,
     JobFailed,
     JobState,
     Listener,
     RenderedChunk,
+    RequestRejected,
     SynthesisJob,
     SynthesisScheduler,
 )
@@ -31,38 +37,14 @@ from voicestream.server.settings import ServerSettings
 
 log = logging.getLogger(__name__)
 
-_HTTP_STATUS = {
-    ErrorCode.BUSY: 503, ErrorCode.TEXT_TOO_LONG: 413, ErrorCode.PAYLOAD_TOO_LARGE: 413,
-    ErrorCode.REQUEST_STALE: 408, ErrorCode.INTERNAL: 500,
-}
+__all__ = [
+    "AudioStream", "BidiSessionLike", "RequestRejected", "SpeechFault", "SpeechService", "StreamResult",
+    "SynthesisFailed", "http_status",
+]
 
-
-def http_status(code: ErrorCode) -> int:
-    """The HTTP status that answers a refusal with ``code``."""
-    return _HTTP_STATUS.get(code, 400)
-
-
-class RequestRejected(Exception):
-    """A request refused before any audio: a protocol code and a message for people."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-    @property
-    def http_status(self) -> int:
-        return http_status(self.code)
-
-
-class SynthesisFailed(Exception):
-    """The request ended without all its audio (the engine or the encoder failed, or it went
-    stale in the queue); ``code`` is the protocol's, any cause is in the server log, once."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+SynthesisFailed = JobFailed
+"""The request ended without all its audio: the scheduler's `JobFailed` under the name the
+routes have used (a `SpeechFault`, like every error raised here)."""
 
 
 @dataclass(frozen=True)
@@ -110,16 +92,13 @@ class AudioStream:
         """The encoded audio piece by piece, with each piece's words (if asked for)."""
         sent = 0
         first_audio_ms: float | None = None
-        try:
-            async with contextlib.aclosing(self.job.audio()) as chunks:
-                async for chunk in chunks:
-                    if first_audio_ms is None and chunk.seconds:
-                        first_audio_ms = (time.monotonic() - self.job.arrival) * 1000
-                        self.metrics.time_to_first_audio.labels(route=self.route).observe(first_audio_ms / 1000)
-                    sent += len(chunk.data)
-                    yield chunk
-        except JobFailed as failure:  # the scheduler has logged any cause
-            raise SynthesisFailed(failure.code, failure.message) from failure
+        async with contextlib.aclosing(self.job.audio()) as chunks:  # raises JobFailed, logged already
+            async for chunk in chunks:
+                if first_audio_ms is None and chunk.seconds:
+                    first_audio_ms = (time.monotonic() - self.job.arrival) * 1000
+                    self.metrics.time_to_first_audio.labels(route=self.route).observe(first_audio_ms / 1000)
+                sent += len(chunk.data)
+                yield chunk
         if self.job.state is not JobState.DONE:
             return
         if self.job.audio_seconds:
@@ -202,7 +181,7 @@ class SpeechService:
             self.engine.check(text, voice, speed, language)
             return self.engine.language_for(voice, language)
         except InvalidInputError as error:
-            raise RequestRejected(ErrorCode(error.code), error.message) from None
+            raise RequestRejected(error.code, error.message) from None
 
     def start(
         self, text: str, voice: str, speed: float, listener: Listener, request_id: str, route: str,
@@ -218,10 +197,7 @@ class SpeechService:
         spoken_language = self.check(text, voice, speed, language)
         encoder = create_encoder(format, sample_rate)
         job = SynthesisJob(text, voice, speed, listener, request_id, spoken_language, encoder, word_timestamps)
-        try:
-            self.scheduler.submit(job)
-        except BusyError as error:
-            raise RequestRejected(ErrorCode.BUSY, str(error)) from None
+        self.scheduler.submit(job)  # BusyError is a RequestRejected
         self.metrics.requests.labels(route=route).inc()
         return job
 

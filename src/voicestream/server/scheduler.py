@@ -80,19 +80,30 @@ from voicestream.cpus import CPU_USE, lower_thread_priority
 from voicestream.engine import KokoroEngine, Piece, RenderedPiece
 from voicestream.engine.alignment import offset_words
 from voicestream.protocol import ErrorCode, WordTiming
-from voicestream.server.job import JobFailed, JobState, Listener, RenderedChunk, SynthesisJob
+from voicestream.server.job import (
+    JobFailed,
+    JobState,
+    Listener,
+    RenderedChunk,
+    RequestRejected,
+    SynthesisJob,
+)
 from voicestream.server.pace import RenderPace
 
 __all__ = [
-    "Budgets", "BusyError", "JobFailed", "JobState", "Listener", "RenderFailed", "RenderedChunk",
+    "Budgets", "BusyError", "JobFailed", "JobState", "Listener", "RenderFailed", "RenderedChunk", "RequestRejected",
     "SynthesisJob", "SynthesisScheduler",
 ]
 
 log = logging.getLogger(__name__)
 
 
-class BusyError(Exception):
-    """No queue slot is left for this request: it is refused at once rather than queued forever."""
+class BusyError(RequestRejected):
+    """No queue slot is left for this request: it is refused at once (``busy``) rather than
+    queued forever."""
+
+    def __init__(self, message: str, request_id: str | None = None) -> None:
+        super().__init__(ErrorCode.BUSY, message, request_id)
 
 
 class RenderFailed(JobFailed):

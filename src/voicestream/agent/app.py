@@ -47,6 +47,7 @@ from voicestream.agent.runtime import (
     DEFAULT_CHUNK_SENTENCES,
     DEFAULT_FIRST_CLAUSE_WORDS,
     AnswerLimits,
+    CallerStalled,
     run,
     speech_transport,
 )
@@ -333,10 +334,6 @@ KEEPALIVE = b": keep-alive\n\n"
 """An SSE comment: clients ignore it, proxies see bytes flowing and keep the stream open."""
 
 
-class _CallerStalled(Exception):
-    """One send waited longer than the stream allows: the caller takes nothing."""
-
-
 class EventStream(StreamingResponse):
     """Events as Server-Sent Events (`data: {json}`, one per event), with a keep-alive
     comment after `keepalive_s` without one; the events' generator is closed when the
@@ -359,11 +356,11 @@ class EventStream(StreamingResponse):
                 async with asyncio.timeout(self._send_timeout_s):
                     await send(message)
             except TimeoutError:
-                raise _CallerStalled from None
+                raise CallerStalled from None
 
         try:
             await super().__call__(scope, receive, send_in_time)
-        except _CallerStalled:
+        except CallerStalled:
             logger.warning(
                 "the caller took nothing for %g s: its answer is dropped", self._send_timeout_s
             )

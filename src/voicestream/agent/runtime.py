@@ -136,8 +136,9 @@ class _Failure(Exception):
         self.message = message
 
 
-class _CallerStalled(Exception):
-    """The caller took no event until the deadline: the task waiting for room gives up."""
+class CallerStalled(Exception):
+    """The caller took nothing for longer than it may (the answer's deadline, one send's
+    timeout): whatever waits for it to read gives up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,12 +191,12 @@ class _Answer:
 
     async def put(self, item: dict[str, Any] | _Finished | _Failure) -> None:
         """Queue `item` once there is room; a caller that takes nothing until the deadline
-        ends the waiting task (`_CallerStalled`), and `run` reports the deadline."""
+        ends the waiting task (`CallerStalled`), and `run` reports the deadline."""
         try:
             async with asyncio.timeout_at(self.deadline):
                 await self.queue.put(item)
         except TimeoutError:
-            raise _CallerStalled from None
+            raise CallerStalled from None
 
     def end(self) -> dict[str, Any]:
         """`agent_end`, with the benchmark's extension fields when they were measured."""
@@ -491,7 +492,7 @@ def _base64(data: bytes) -> str:
 async def _report(answer: _Answer, error: Exception) -> None:
     """Put the failure a task ended with on the queue, as the `error` event it becomes; past
     the deadline (the caller took nothing) `run` reports the deadline instead."""
-    if isinstance(error, _CallerStalled):
+    if isinstance(error, CallerStalled):
         return
     if isinstance(error, _Failure):
         failure = error
@@ -500,7 +501,7 @@ async def _report(answer: _Answer, error: Exception) -> None:
     else:
         logger.exception("the agent failed", exc_info=error)
         failure = _Failure(ErrorCode.INTERNAL, "the agent failed; see its log")
-    with contextlib.suppress(_CallerStalled):
+    with contextlib.suppress(CallerStalled):
         await answer.put(failure)
 
 

@@ -6,6 +6,10 @@ the `aws` extra and is imported only when first used). `SyncSpeechSession` is th
 code that is not async. `InvocationsClient` / `AsyncInvocationsClient` read
 `POST /invocations`. Every failure is a `SpeechError`. `AgentClient` / `AsyncAgentClient`
 ask the agent runtime and read its typed events with the caller's timings.
+
+Each protocol's logic is a sans-I/O core (frames or bytes in, events out: `SessionProtocol`,
+`InvocationsEventReader`, `AgentEventReader`) under thin async and sync shells with the same
+parameters, as h11 sits under httpx.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 from voicestream.client.agent import (
     AgentAnswer,
     AgentClient,
-    AgentClientError,
+    AgentEventReader,
     AsyncAgentClient,
     ReceivedEvent,
 )
 from voicestream.client.errors import (
+    AgentClientError,
     ConnectionLostError,
     InvalidRequestError,
     RequestStaleError,
@@ -39,9 +44,20 @@ from voicestream.client.events import (
     SpeechStarted,
     WordTimes,
 )
-from voicestream.client.invocations import AsyncInvocationsClient, InvocationsClient, SSEItem
+from voicestream.client.invocations import (
+    AsyncInvocationsClient,
+    InvocationsClient,
+    InvocationsEventReader,
+    SSEItem,
+)
 from voicestream.client.resume import ResumePolicy
-from voicestream.client.session import RequestState, SessionState, SpeechSession
+from voicestream.client.session import SpeechSession
+from voicestream.client.session_protocol import (
+    RequestState,
+    SessionOptions,
+    SessionProtocol,
+    SessionState,
+)
 from voicestream.client.sync import SyncSpeechSession
 from voicestream.client.transport import AudioFrame, ControlFrame, Frame, Transport
 from voicestream.client.websocket import WebSocketTransport
@@ -63,6 +79,7 @@ __all__ = [
     "AgentAnswer",
     "AgentClient",
     "AgentClientError",
+    "AgentEventReader",
     "AsyncAgentClient",
     "AsyncInvocationsClient",
     "AudioChunk",
@@ -72,6 +89,7 @@ __all__ = [
     "Frame",
     "InvalidRequestError",
     "InvocationsClient",
+    "InvocationsEventReader",
     "ReceivedEvent",
     "RequestStaleError",
     "RequestState",
@@ -79,6 +97,8 @@ __all__ = [
     "SSEItem",
     "SageMakerTransport",
     "ServerError",
+    "SessionOptions",
+    "SessionProtocol",
     "SessionState",
     "SpeechBusyError",
     "SpeechCancelled",

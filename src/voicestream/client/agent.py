@@ -25,6 +25,7 @@ from typing import Any, Self
 
 import httpx
 
+from voicestream.client.errors import AgentClientError
 from voicestream.client.transport import bearer
 from voicestream.protocol import (
     DEFAULT_VOICE,
@@ -54,10 +55,6 @@ _AGENT_EVENT_TYPES = frozenset(
     }
 )
 _THREAD_QUEUE_SIZE = 64
-
-
-class AgentClientError(RuntimeError):
-    """The agent could not be reached, or did not answer with a valid event stream."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,12 +113,9 @@ def _payload(
     return payload
 
 
-def _session(session_id: str | None) -> dict[str, str]:
-    return {SESSION_HEADER: session_id} if session_id else {}
-
-
-class _EventReader:
-    """Bytes of the event stream in, typed events with their arrival times out."""
+class AgentEventReader:
+    """The agent's answer without I/O: bytes of its event stream in, typed events with
+    their arrival times out (ms since `started`, on the `time.perf_counter` clock)."""
 
     def __init__(self, started: float) -> None:
         self._decoder = SSEDecoder()
@@ -130,8 +124,9 @@ class _EventReader:
     def feed(self, chunk: bytes, arrived: float) -> list[ReceivedEvent]:
         return self._read(self._decoder.feed(chunk), arrived)
 
-    def finish(self) -> list[ReceivedEvent]:
-        return self._read(self._decoder.flush(), time.perf_counter())
+    def finish(self, arrived: float) -> list[ReceivedEvent]:
+        """The events the end of the stream completes."""
+        return self._read(self._decoder.flush(), arrived)
 
     def _read(self, events: list[Any], arrived: float) -> list[ReceivedEvent]:
         at_ms = (arrived - self._started) * 1000
@@ -143,20 +138,16 @@ class _EventReader:
                     continue  # an event of a newer agent
                 received.append(ReceivedEvent(parse_agent_event(message), at_ms))
             except ProtocolError as error:
-                raise AgentClientError(f"the agent sent a malformed event: {error.message}") from None
+                raise AgentClientError(
+                    f"the agent sent a malformed event: {error.message}", code="invalid_frame"
+                ) from None
         return received
 
 
-def _check_status(url: str, status: int, body: bytes) -> None:
-    if status != 200:
-        detail = body.decode("utf-8", "replace")[:300]
-        raise AgentClientError(f"the agent at {url} answered HTTP {status}: {detail}")
+class _AgentClientBase[H: (httpx.Client, httpx.AsyncClient)]:
+    """What both shells share: the target, the request they send and the errors they raise."""
 
-
-class AgentClient:
-    """The agent at `target` (base URL or AgentCore runtime ARN), synchronously; `api_key` is
-    sent as `Authorization: Bearer KEY` to an agent that has one (an ARN uses IAM instead);
-    with a `session_id` (see `new_session_id`), one conversation."""
+    _http_class: type[H]
 
     def __init__(
         self,
@@ -170,7 +161,39 @@ class AgentClient:
         self.timeout_s = timeout_s
         self.session_id = session_id
         self._headers = {"Accept": "text/event-stream", **bearer(api_key)}
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=10.0))
+        self._http: H = self._http_class(timeout=httpx.Timeout(timeout_s, connect=10.0))
+
+    def _url(self) -> str:
+        return self.target.rstrip("/") + INVOCATIONS_PATH
+
+    def _request_headers(self) -> dict[str, str]:
+        return self._headers | ({SESSION_HEADER: self.session_id} if self.session_id else {})
+
+    def _agentcore(self, payload: Any) -> Iterator[tuple[float, bytes]] | None:
+        """The (blocking) chunks of an AgentCore invocation when the target is a runtime
+        ARN; None for an agent reached over HTTP."""
+        if not self.target.startswith("arn:"):
+            return None
+        return _agentcore_chunks(self.target, payload, self.timeout_s, self.session_id)
+
+    def _refused(self, status: int, body: bytes) -> AgentClientError:
+        detail = body.decode("utf-8", "replace")[:300]
+        return AgentClientError(
+            f"the agent at {self._url()} answered HTTP {status}: {detail}", code=f"http_{status}"
+        )
+
+    def _unreachable(self, error: httpx.HTTPError) -> AgentClientError:
+        return AgentClientError(
+            f"cannot reach the agent at {self.target}: {error!r}", code="connection_lost"
+        )
+
+
+class AgentClient(_AgentClientBase[httpx.Client]):
+    """The agent at `target` (base URL or AgentCore runtime ARN), synchronously; `api_key` is
+    sent as `Authorization: Bearer KEY` to an agent that has one (an ARN uses IAM instead);
+    with a `session_id` (see `new_session_id`), one conversation."""
+
+    _http_class = httpx.Client
 
     def __enter__(self) -> Self:
         return self
@@ -182,13 +205,8 @@ class AgentClient:
         self._http.close()
 
     def events(
-        self,
-        prompt: str,
-        mode: str = "bidi",
-        voice: str = DEFAULT_VOICE,
-        speed: float = 1.0,
-        *,
-        interrupted: Interruption | None = None,
+        self, prompt: str, mode: str = "bidi", voice: str = DEFAULT_VOICE, speed: float = 1.0,
+        *, interrupted: Interruption | None = None,
     ) -> Iterator[ReceivedEvent]:
         """The answer's events as they arrive; raises `AgentClientError` if the agent
         cannot be reached (an answer that fails ends with its `error` event instead).
@@ -197,23 +215,14 @@ class AgentClient:
 
     def post(self, payload: Any) -> Iterator[ReceivedEvent]:
         """The events answering any JSON `payload` (`events` builds a valid one)."""
-        reader = _EventReader(time.perf_counter())
-        if _is_arn(self.target):
-            chunks = _agentcore_chunks(self.target, payload, self.timeout_s, self.session_id)
-        else:
-            chunks = self._http_chunks(payload)
-        for arrived, chunk in chunks:
+        reader = AgentEventReader(time.perf_counter())
+        for arrived, chunk in self._agentcore(payload) or self._http_chunks(payload):
             yield from reader.feed(chunk, arrived)
-        yield from reader.finish()
+        yield from reader.finish(time.perf_counter())
 
     def ask(
-        self,
-        prompt: str,
-        mode: str = "bidi",
-        voice: str = DEFAULT_VOICE,
-        speed: float = 1.0,
-        *,
-        interrupted: Interruption | None = None,
+        self, prompt: str, mode: str = "bidi", voice: str = DEFAULT_VOICE, speed: float = 1.0,
+        *, interrupted: Interruption | None = None,
     ) -> AgentAnswer:
         """The whole answer, with the caller-side timings."""
         answer = AgentAnswer(mode)
@@ -222,37 +231,23 @@ class AgentClient:
         return answer
 
     def _http_chunks(self, payload: Any) -> Iterator[tuple[float, bytes]]:
-        url = self.target.rstrip("/") + INVOCATIONS_PATH
         try:
             with self._http.stream(
-                "POST", url, json=payload, headers=self._headers | _session(self.session_id)
+                "POST", self._url(), json=payload, headers=self._request_headers()
             ) as response:
                 if response.status_code != 200:
-                    _check_status(url, response.status_code, response.read())
+                    raise self._refused(response.status_code, response.read())
                 for chunk in response.iter_raw():
                     yield time.perf_counter(), chunk
         except httpx.HTTPError as error:
-            raise AgentClientError(f"cannot reach the agent at {self.target}: {error!r}") from error
+            raise self._unreachable(error) from error
 
 
-class AsyncAgentClient:
-    """The agent at `target` (base URL or AgentCore runtime ARN), for asyncio; `api_key` is
-    sent as `Authorization: Bearer KEY` to an agent that has one (an ARN uses IAM instead);
-    with a `session_id` (see `new_session_id`), one conversation."""
+class AsyncAgentClient(_AgentClientBase[httpx.AsyncClient]):
+    """The agent at `target` (base URL or AgentCore runtime ARN), for asyncio: the same
+    methods as `AgentClient`, awaited (an ARN's blocking SDK is read in a worker thread)."""
 
-    def __init__(
-        self,
-        target: str,
-        *,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        api_key: str | None = None,
-        session_id: str | None = None,
-    ) -> None:
-        self.target = target
-        self.timeout_s = timeout_s
-        self.session_id = session_id
-        self._headers = {"Accept": "text/event-stream", **bearer(api_key)}
-        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10.0))
+    _http_class = httpx.AsyncClient
 
     async def __aenter__(self) -> Self:
         return self
@@ -264,64 +259,45 @@ class AsyncAgentClient:
         await self._http.aclose()
 
     async def events(
-        self,
-        prompt: str,
-        mode: str = "bidi",
-        voice: str = DEFAULT_VOICE,
-        speed: float = 1.0,
-        *,
-        interrupted: Interruption | None = None,
+        self, prompt: str, mode: str = "bidi", voice: str = DEFAULT_VOICE, speed: float = 1.0,
+        *, interrupted: Interruption | None = None,
     ) -> AsyncIterator[ReceivedEvent]:
-        """The answer's events as they arrive; raises `AgentClientError` if the agent
-        cannot be reached (an answer that fails ends with its `error` event instead).
-        `interrupted`: how much of an earlier answer of this conversation was heard."""
+        """As `AgentClient.events`."""
         async for received in self.post(_payload(prompt, mode, voice, speed, interrupted)):
             yield received
 
     async def post(self, payload: Any) -> AsyncIterator[ReceivedEvent]:
-        """The events answering any JSON `payload` (`events` builds a valid one)."""
-        reader = _EventReader(time.perf_counter())
-        if _is_arn(self.target):
-            chunks = _in_thread(_agentcore_chunks(self.target, payload, self.timeout_s, self.session_id), self.timeout_s)
-        else:
-            chunks = self._http_chunks(payload)
+        """As `AgentClient.post`."""
+        reader = AgentEventReader(time.perf_counter())
+        blocking = self._agentcore(payload)
+        chunks = self._http_chunks(payload) if blocking is None else _in_thread(blocking, self.timeout_s)
         async for arrived, chunk in chunks:
             for received in reader.feed(chunk, arrived):
                 yield received
-        for received in reader.finish():
+        for received in reader.finish(time.perf_counter()):
             yield received
 
     async def ask(
-        self,
-        prompt: str,
-        mode: str = "bidi",
-        voice: str = DEFAULT_VOICE,
-        speed: float = 1.0,
-        *,
-        interrupted: Interruption | None = None,
+        self, prompt: str, mode: str = "bidi", voice: str = DEFAULT_VOICE, speed: float = 1.0,
+        *, interrupted: Interruption | None = None,
     ) -> AgentAnswer:
-        """The whole answer, with the caller-side timings."""
+        """As `AgentClient.ask`."""
         answer = AgentAnswer(mode)
         async for received in self.events(prompt, mode, voice, speed, interrupted=interrupted):
             answer.add(received)
         return answer
 
     async def _http_chunks(self, payload: Any) -> AsyncIterator[tuple[float, bytes]]:
-        url = self.target.rstrip("/") + INVOCATIONS_PATH
         try:
             async with self._http.stream(
-                "POST", url, json=payload, headers=self._headers | _session(self.session_id)
+                "POST", self._url(), json=payload, headers=self._request_headers()
             ) as response:
                 if response.status_code != 200:
-                    _check_status(url, response.status_code, await response.aread())
+                    raise self._refused(response.status_code, await response.aread())
                 async for chunk in response.aiter_raw():
                     yield time.perf_counter(), chunk
         except httpx.HTTPError as error:
-            raise AgentClientError(f"cannot reach the agent at {self.target}: {error!r}") from error
-
-
-def _is_arn(target: str) -> bool:
-    return target.startswith("arn:")
+            raise self._unreachable(error) from error
 
 
 def _agentcore_chunks(

@@ -73,6 +73,16 @@ class SpeechTimeoutError(SpeechError):
     default_code = "timeout"
 
 
+class AgentClientError(SpeechError, RuntimeError):
+    """The agent could not be reached, or did not answer with a valid event stream.
+
+    Also a `RuntimeError`, which it was before the hierarchy took it in, so that handlers
+    written then still catch it.
+    """
+
+    default_code = "agent_unavailable"
+
+
 _INVALID_REQUEST_CODES = frozenset(
     {
         ErrorCode.INVALID_JSON,

@@ -3,7 +3,8 @@
 Two readings of the same answer: `stream` gives the raw audio body as it arrives (chunked
 transfer); `stream_events` asks for Server-Sent Events and gives each audio piece decoded
 from base64, then the `synthesis_complete` dict. The sync and the async client have the
-same shape, as httpx's do; what they share (the body, reading events) is written once.
+same shape, as httpx's do; what they share (the request, reading events: the sans-I/O
+`InvocationsEventReader`) is written once.
 """
 
 from __future__ import annotations
@@ -59,8 +60,9 @@ def _body(
     }
 
 
-class _EventReader:
-    """Turns the SSE answer into audio bytes and the completion dict; raises its errors."""
+class InvocationsEventReader:
+    """The Server-Sent Events answer without I/O: bytes in, audio bytes and then the
+    completion dict out; raises the answer's errors as `SpeechError`s."""
 
     def __init__(self) -> None:
         self._decoder = SSEDecoder()
@@ -98,29 +100,42 @@ class _EventReader:
         return None  # synthesis_start and the like: nothing to hand out
 
 
-def _transport_error(url: httpx.URL, error: httpx.TransportError) -> ConnectionLostError:
-    return ConnectionLostError(f"POST {url} failed: {error!r}")
+class _InvocationsClientBase[H: (httpx.Client, httpx.AsyncClient)]:
+    """What both shells share: the URL, the request and its headers."""
 
-
-class InvocationsClient:
-    """`POST /invocations` of the speech server at `base_url`, synchronously.
-
-    Pass `http_client` to share a configured `httpx.Client` (it is then left open on close);
-    `api_key` is sent as `Authorization: Bearer KEY` when the server has one.
-    """
+    _http_class: type[H]
 
     def __init__(
         self,
         base_url: str,
         *,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        http_client: httpx.Client | None = None,
+        http_client: H | None = None,
         api_key: str | None = None,
     ) -> None:
         self.url = httpx.URL(base_url.rstrip("/") + INVOCATIONS_PATH)
         self._auth = bearer(api_key)
-        self._http = http_client or httpx.Client(timeout=timeout)
+        self._http: H = http_client or self._http_class(timeout=timeout)
         self._owns_http = http_client is None
+
+    def _request(self, body: dict[str, Any], events: bool) -> dict[str, Any]:
+        """The keyword arguments of `stream("POST", ...)` for `body`, asking for Server-Sent
+        Events when `events`."""
+        accept = {"Accept": "text/event-stream"} if events else {}
+        return {"method": "POST", "url": self.url, "json": body, "headers": self._auth | accept}
+
+    def _lost(self, error: httpx.TransportError) -> ConnectionLostError:
+        return ConnectionLostError(f"POST {self.url} failed: {error!r}")
+
+
+class InvocationsClient(_InvocationsClientBase[httpx.Client]):
+    """`POST /invocations` of the speech server at `base_url`, synchronously.
+
+    Pass `http_client` to share a configured `httpx.Client` (it is then left open on close);
+    `api_key` is sent as `Authorization: Bearer KEY` when the server has one.
+    """
+
+    _http_class = httpx.Client
 
     def __enter__(self) -> Self:
         return self
@@ -133,59 +148,39 @@ class InvocationsClient:
             self._http.close()
 
     def stream(
-        self,
-        text: str,
-        voice: str = DEFAULT_VOICE,
-        speed: float = 1.0,
-        format: AudioFormat = "wav",
-        sample_rate: int = DEFAULT_SAMPLE_RATE,
+        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0,
+        format: AudioFormat = "wav", sample_rate: int = DEFAULT_SAMPLE_RATE,
     ) -> Iterator[bytes]:
         """The audio body, chunk by chunk as the server sends it (a WAV header first for wav)."""
-        for chunk in self._chunks(_body(text, voice, speed, format, sample_rate), {}):
+        for chunk in self._chunks(_body(text, voice, speed, format, sample_rate), events=False):
             if chunk:
                 yield chunk
 
     def stream_events(
-        self,
-        text: str,
-        voice: str = DEFAULT_VOICE,
-        speed: float = 1.0,
-        format: AudioFormat = "wav",
-        sample_rate: int = DEFAULT_SAMPLE_RATE,
+        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0,
+        format: AudioFormat = "wav", sample_rate: int = DEFAULT_SAMPLE_RATE,
     ) -> Iterator[SSEItem]:
         """Each audio piece of the Server-Sent Events answer, decoded, then the completion dict."""
-        reader = _EventReader()
-        headers = {"Accept": "text/event-stream"}
-        for chunk in self._chunks(_body(text, voice, speed, format, sample_rate), headers):
+        reader = InvocationsEventReader()
+        for chunk in self._chunks(_body(text, voice, speed, format, sample_rate), events=True):
             yield from reader.feed(chunk)
         yield from reader.finish()
 
-    def _chunks(self, body: dict[str, Any], headers: dict[str, str]) -> Iterator[bytes]:
+    def _chunks(self, body: dict[str, Any], events: bool) -> Iterator[bytes]:
         try:
-            with self._http.stream("POST", self.url, json=body, headers={**self._auth, **headers}) as response:
+            with self._http.stream(**self._request(body, events)) as response:
                 if response.is_error:
                     raise error_from_http(response.status_code, response.read())
                 yield from response.iter_bytes()
         except httpx.TransportError as error:
-            raise _transport_error(self.url, error) from error
+            raise self._lost(error) from error
 
 
-class AsyncInvocationsClient:
-    """`POST /invocations` of the speech server at `base_url`, for asyncio (`http_client`
-    and `api_key` as for `InvocationsClient`)."""
+class AsyncInvocationsClient(_InvocationsClientBase[httpx.AsyncClient]):
+    """`POST /invocations` of the speech server at `base_url`, for asyncio: the same methods
+    as `InvocationsClient`, awaited (`http_client` an `httpx.AsyncClient`)."""
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        http_client: httpx.AsyncClient | None = None,
-        api_key: str | None = None,
-    ) -> None:
-        self.url = httpx.URL(base_url.rstrip("/") + INVOCATIONS_PATH)
-        self._auth = bearer(api_key)
-        self._http = http_client or httpx.AsyncClient(timeout=timeout)
-        self._owns_http = http_client is None
+    _http_class = httpx.AsyncClient
 
     async def __aenter__(self) -> Self:
         return self
@@ -198,41 +193,32 @@ class AsyncInvocationsClient:
             await self._http.aclose()
 
     async def stream(
-        self,
-        text: str,
-        voice: str = DEFAULT_VOICE,
-        speed: float = 1.0,
-        format: AudioFormat = "wav",
-        sample_rate: int = DEFAULT_SAMPLE_RATE,
+        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0,
+        format: AudioFormat = "wav", sample_rate: int = DEFAULT_SAMPLE_RATE,
     ) -> AsyncIterator[bytes]:
-        """The audio body, chunk by chunk as the server sends it (a WAV header first for wav)."""
-        async for chunk in self._chunks(_body(text, voice, speed, format, sample_rate), {}):
+        """As `InvocationsClient.stream`."""
+        async for chunk in self._chunks(_body(text, voice, speed, format, sample_rate), events=False):
             if chunk:
                 yield chunk
 
     async def stream_events(
-        self,
-        text: str,
-        voice: str = DEFAULT_VOICE,
-        speed: float = 1.0,
-        format: AudioFormat = "wav",
-        sample_rate: int = DEFAULT_SAMPLE_RATE,
+        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0,
+        format: AudioFormat = "wav", sample_rate: int = DEFAULT_SAMPLE_RATE,
     ) -> AsyncIterator[SSEItem]:
-        """Each audio piece of the Server-Sent Events answer, decoded, then the completion dict."""
-        reader = _EventReader()
-        headers = {"Accept": "text/event-stream"}
-        async for chunk in self._chunks(_body(text, voice, speed, format, sample_rate), headers):
+        """As `InvocationsClient.stream_events`."""
+        reader = InvocationsEventReader()
+        async for chunk in self._chunks(_body(text, voice, speed, format, sample_rate), events=True):
             for item in reader.feed(chunk):
                 yield item
         for item in reader.finish():
             yield item
 
-    async def _chunks(self, body: dict[str, Any], headers: dict[str, str]) -> AsyncIterator[bytes]:
+    async def _chunks(self, body: dict[str, Any], events: bool) -> AsyncIterator[bytes]:
         try:
-            async with self._http.stream("POST", self.url, json=body, headers={**self._auth, **headers}) as response:
+            async with self._http.stream(**self._request(body, events)) as response:
                 if response.is_error:
                     raise error_from_http(response.status_code, await response.aread())
                 async for chunk in response.aiter_bytes():
                     yield chunk
         except httpx.TransportError as error:
-            raise _transport_error(self.url, error) from error
+            raise self._lost(error) from error

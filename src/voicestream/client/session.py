@@ -1,13 +1,12 @@
-"""A speech session: many synthesis requests over one connection, answered as typed events.
+"""A speech session over asyncio: many synthesis requests over one connection, answered as
+typed events.
 
-One background task reads the transport and turns frames into events, so that requests
-finish (and `close` can wait for them) even while nobody iterates. Callers read the events
-in arrival order through `events()` or, for text that is still being written, `speak()`.
-
-Session states: OPEN (accepting requests), CLOSING (`close` called: waiting for what was
-submitted, accepting nothing new), CLOSED. Request states: QUEUED (sent, no answer yet),
-SPEAKING (its audio is arriving), CANCELLING (cancelled here: its audio is dropped until the
-server's final frame for it). A request leaves the session with its last event.
+The session's logic (requests, their states, frames to events, what to send again on a new
+connection) is `SessionProtocol`'s, which does no I/O; this shell moves its messages and
+frames over a `Transport`. One background task reads the transport and hands the frames to
+the protocol, so that requests finish (and `close` can wait for them) even while nobody
+iterates. Callers read the events in arrival order through `events()` or, for text that is
+still being written, `speak()`.
 
 Every wait is bounded: while requests are pending the server must send a frame at least
 every `response_timeout` seconds, else the connection counts as lost; at most
@@ -21,68 +20,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Self
 
 from voicestream.client.errors import (
     ConnectionLostError,
-    ServerError,
     SpeechBusyError,
     SpeechError,
-    error_from_frame,
 )
-from voicestream.client.events import (
-    AudioChunk,
-    SpeechCancelled,
-    SpeechCompleted,
-    SpeechEvent,
-    SpeechFailed,
-    SpeechStarted,
-    WordTimes,
-)
+from voicestream.client.events import AudioChunk, SpeechEvent
 from voicestream.client.inbox import EventInbox
-from voicestream.client.resume import RESUMABLE_FORMATS, ResumePolicy
-from voicestream.client.transport import AudioFrame, ControlFrame, Frame, Transport
-from voicestream.client.websocket import WebSocketTransport
-from voicestream.protocol import (
-    DEFAULT_SAMPLE_RATE,
-    DEFAULT_VOICE,
-    AudioEvent,
-    AudioFormat,
-    ErrorFrame,
-    ProtocolError,
-    SynthesisCancelled,
-    SynthesisComplete,
-    SynthesisStart,
-    WordTimestamps,
-    new_request_id,
-    parse_server_frame,
+from voicestream.client.resume import ResumePolicy
+from voicestream.client.session_protocol import (
+    CLOSE_MESSAGE,
+    FINAL_EVENTS,
+    RequestState,
+    SessionOptions,
+    SessionProtocol,
+    SessionState,
 )
+from voicestream.client.transport import Transport
+from voicestream.client.websocket import WebSocketTransport
+from voicestream.protocol import DEFAULT_SAMPLE_RATE, DEFAULT_VOICE, AudioFormat
 from voicestream.text import IncrementalSentenceChunker
 
-_SESSION_FRAMES = frozenset(
-    {"synthesis_start", "synthesis_complete", "synthesis_cancelled", "error", "word_timestamps"}
-)
-"""Frame types of the session; others come from a newer server and are skipped."""
+__all__ = ["RequestState", "SessionState", "SpeechSession"]
 
-
-_FINAL_EVENTS = (SpeechCompleted, SpeechCancelled, SpeechFailed)
-"""The events that end a request: exactly one of them comes for each."""
-
-
-class SessionState(Enum):
-    OPEN = "open"
-    CLOSING = "closing"
-    CLOSED = "closed"
-
-
-class RequestState(Enum):
-    QUEUED = "queued"
-    SPEAKING = "speaking"
-    CANCELLING = "cancelling"
+RESPONSE_TIMEOUT_S = 60.0
+MAX_UNREAD_AUDIO = 256
 
 
 class _Signal(Enum):
@@ -90,27 +56,6 @@ class _Signal(Enum):
     """The session closed in order: every reader stops."""
     WAKE = "wake"
     """A `speak` sender finished: its reader re-checks whether it is done."""
-
-
-@dataclass(eq=False)
-class _Request:
-    request_id: str
-    index: int
-    text: str
-    submitted_at: float
-    message: dict[str, Any]
-    """What was sent, to send again on a resumed connection."""
-    state: RequestState = RequestState.QUEUED
-    first_audio_at: float | None = None
-    started: bool = False
-    """`SpeechStarted` was handed out (a resumed request does not start twice)."""
-    received_bytes: int = 0
-    skip_bytes: int = 0
-    """Audio of a resumed request already received on the lost connection: dropped again."""
-
-
-RESPONSE_TIMEOUT_S = 60.0
-MAX_UNREAD_AUDIO = 256
 
 
 class SpeechSession:
@@ -137,21 +82,14 @@ class SpeechSession:
         word_timestamps: bool = False,
     ) -> None:
         self.transport = transport
-        self.word_timestamps = word_timestamps
-        self.voice = voice
-        self.speed = speed
-        self.lang = lang
-        self.format = format
-        self.sample_rate = sample_rate
+        self._protocol = SessionProtocol(
+            SessionOptions(voice, speed, format, sample_rate, lang, word_timestamps)
+        )
         self._close_timeout = close_timeout
         self._response_timeout = response_timeout
         self._resume = resume
         self.resumes = 0
         """Connections this session resumed on after one was lost."""
-        self._state = SessionState.OPEN
-        self._requests: dict[str, _Request] = {}
-        self._submitted = 0
-        self._speaking: _Request | None = None
         self._inbox: EventInbox[SpeechEvent | SpeechError | _Signal] = EventInbox(
             max_unread_audio, is_audio=lambda item: isinstance(item, AudioChunk)
         )
@@ -159,8 +97,6 @@ class SpeechSession:
         self._idle.set()
         self._send_lock = asyncio.Lock()
         self._close_lock = asyncio.Lock()
-        self._failure: SpeechError | None = None
-        self._session_error: SpeechError | None = None
         self._reader = asyncio.create_task(self._read_frames(), name="speech-session-reader")
 
     @classmethod
@@ -207,13 +143,18 @@ class SpeechSession:
         )
 
     @property
+    def options(self) -> SessionOptions:
+        """What applies to every request of the session (voice, speed, format, ...)."""
+        return self._protocol.options
+
+    @property
     def state(self) -> SessionState:
-        return self._state
+        return self._protocol.state
 
     @property
     def pending(self) -> dict[str, RequestState]:
         """The requests not finished yet, by id in submission order, with their state."""
-        return {request_id: request.state for request_id, request in self._requests.items()}
+        return self._protocol.pending
 
     async def __aenter__(self) -> Self:
         return self
@@ -221,7 +162,7 @@ class SpeechSession:
     async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         """Close in order; when leaving on an exception, cancel what is still pending first,
         since nobody is left to listen to it."""
-        if exc_type is not None and self._failure is None:
+        if exc_type is not None and self._protocol.failure is None:
             with contextlib.suppress(SpeechError):
                 await self.cancel()
         await self.close()
@@ -241,35 +182,16 @@ class SpeechSession:
         `voice` and `speed` override the session's for this request. The server validates
         the request: a bad one is reported as a `SpeechFailed` event, not raised here.
         """
-        request_id = request_id or new_request_id()
         async with self._send_lock:
-            self._ensure_open()
-            if request_id in self._requests:
-                raise ValueError(f"request {request_id!r} is already pending on this session")
-            message: dict[str, Any] = {
-                "type": "synthesize",
-                "text": text,
-                "request_id": request_id,
-                "voice": voice or self.voice,
-                "speed": self.speed if speed is None else speed,
-                "format": self.format,
-                "sample_rate": self.sample_rate,
-                "request_timestamp": time.time(),
-            }
-            if self.lang is not None:
-                message["lang"] = self.lang
-            if self.word_timestamps:  # only when asked: other messages stay the original sample's
-                message["word_timestamps"] = True
-            request = _Request(request_id, self._submitted, text, time.perf_counter(), message)
-            self._submitted += 1
-            self._requests[request_id] = request
+            message = self._protocol.submit(text, request_id, voice=voice, speed=speed)
             self._idle.clear()
             try:
                 await self.transport.send(message)
             except SpeechError:
-                self._forget(request)
+                self._protocol.unsubmit(message["request_id"])
+                self._update_idle()
                 raise
-        return request_id
+        return message["request_id"]
 
     async def cancel(self, request_id: str | None = None) -> None:
         """Stop speaking `request_id`, or every pending request when None (barge-in).
@@ -278,20 +200,12 @@ class SpeechSession:
         its way, is dropped here, so the silence starts at once; each cancelled request still
         ends with a `SpeechCancelled` event.
         """
-        if request_id is None:
-            targets = list(self._requests.values())
-        else:
-            targets = [self._requests[request_id]] if request_id in self._requests else []
-        targets = [r for r in targets if r.state is not RequestState.CANCELLING]
-        if not targets:
+        cancellation = self._protocol.cancel(request_id)
+        if cancellation is None:
             return
-        for request in targets:
-            request.state = RequestState.CANCELLING
-        self._drop_unread_audio({request.request_id for request in targets})
-        message: dict[str, Any] = {"type": "cancel"}
-        if request_id is not None:
-            message["request_id"] = request_id
-        await self._send(message)
+        ended = cancellation.request_ids
+        self._inbox.drop(lambda item: isinstance(item, AudioChunk) and item.request_id in ended)
+        await self._send(cancellation.message)
 
     async def close(self) -> None:
         """Wait until every submitted request is finished, then close the session.
@@ -300,15 +214,15 @@ class SpeechSession:
         server (including ones that close early) can cut a sentence short.
         """
         async with self._close_lock:
-            if self._state is SessionState.CLOSED:
+            if self.state is SessionState.CLOSED:
                 return
-            self._state = SessionState.CLOSING
+            self._protocol.start_closing()
             self._inbox.unbound()  # nobody may be reading events any more: the reader must not wait
             await self._idle.wait()  # bounded: pending requests fail after response_timeout
             try:
-                if self._failure is None:
+                if self._protocol.failure is None:
                     with contextlib.suppress(SpeechError, TimeoutError):
-                        await self._send({"type": "close"})
+                        await self._send(CLOSE_MESSAGE)
                         await asyncio.wait_for(asyncio.shield(self._reader), self._close_timeout)
             finally:
                 if not self._reader.done():
@@ -317,7 +231,7 @@ class SpeechSession:
                         await self._reader
                     self._inbox.put_nowait(_Signal.END)
                 await self.transport.close()
-                self._state = SessionState.CLOSED
+                self._protocol.closed()
 
     # --- events --------------------------------------------------------------------------
 
@@ -351,7 +265,7 @@ class SpeechSession:
                 event = await self._next_event()
                 if event is None:
                     break
-                if isinstance(event, _FINAL_EVENTS) and event.request_id is not None:
+                if isinstance(event, FINAL_EVENTS) and event.request_id is not None:
                     finished.add(event.request_id)
                 yield event
             sender.result()
@@ -388,49 +302,48 @@ class SpeechSession:
                 raise item
             return item
 
-    # --- internals -----------------------------------------------------------------------
-
-    def _drop_unread_audio(self, request_ids: set[str]) -> None:
-        """Take the audio of these requests out of the events not yet handed out: after a
-        barge-in, no reader should play another word of them."""
-        self._inbox.drop(lambda item: isinstance(item, AudioChunk) and item.request_id in request_ids)
-
-    def _ensure_open(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-        if self._state is not SessionState.OPEN:
-            raise RuntimeError(f"the session is {self._state.value}; no new requests")
+    # --- the connection ------------------------------------------------------------------
 
     async def _send(self, message: Mapping[str, Any]) -> None:
         async with self._send_lock:
-            if self._failure is not None:
-                raise self._failure
+            if (failure := self._protocol.failure) is not None:
+                raise failure
             await self.transport.send(message)
+
+    def _deliver(self, events: list[SpeechEvent]) -> None:
+        for event in events:
+            self._inbox.put_nowait(event)
+        self._update_idle()
+
+    def _update_idle(self) -> None:
+        if not self._protocol.pending:
+            self._idle.set()
 
     async def _read_frames(self) -> None:
         while True:
             try:
                 await self._read_connection()
-                if not (self._requests or self._state is SessionState.OPEN):
+                if (lost := self._protocol.end_of_stream()) is None:
                     self._inbox.put_nowait(_Signal.END)
                     return
-                lost: SpeechError = ConnectionLostError("the server ended the session before it was closed")
             except SpeechError as error:
-                lost = error
+                lost = self._protocol.loss(error)
             except Exception as unexpected:  # noqa: BLE001 - a transport's own error must not hang readers
                 lost = ConnectionLostError(f"the session broke: {unexpected!r}")
                 lost.__cause__ = unexpected
-            lost = self._session_error or lost
-            if not await self._resumed(lost):
-                self._fail(lost)
+                lost = self._protocol.loss(lost)
+            if not await self._resumed():
+                self._deliver(self._protocol.fail(lost))
+                self._inbox.put_nowait(lost)
                 return
 
     async def _read_connection(self) -> None:
-        """Hand out the frames of the current connection until it ends (None) or breaks."""
+        """Hand the frames of the current connection to the protocol until it ends (None)
+        or breaks."""
         while True:
             await self._inbox.room()
             try:
-                async with asyncio.timeout(self._response_timeout if self._requests else None):
+                async with asyncio.timeout(self._response_timeout if self.pending else None):
                     frame = await self.transport.receive()
             except TimeoutError:
                 raise ConnectionLostError(
@@ -438,12 +351,12 @@ class SpeechSession:
                 ) from None
             if frame is None:
                 return
-            self._on_frame(frame)
+            self._deliver(self._protocol.receive(frame))
 
-    async def _resumed(self, lost: SpeechError) -> bool:
+    async def _resumed(self) -> bool:
         """Reconnect and send again what was not received, under the resume policy; False
-        when there is none, the session is closing with nothing pending, or every attempt failed."""
-        if self._resume is None or self._failure is not None or not self._requests:
+        when there is none, nothing is pending, or every attempt failed."""
+        if self._resume is None or not self._protocol.resumable:
             return False
         async with self._send_lock:
             with contextlib.suppress(Exception):
@@ -454,8 +367,10 @@ class SpeechSession:
                     transport = self.transport.reopen(url)
                     await transport.connect()
                     self.transport = transport
-                    self._session_error = None
-                    await self._send_again()
+                    messages, ended = self._protocol.resend()
+                    self._deliver(ended)
+                    for message in messages:
+                        await transport.send(message)
                 except NotImplementedError:
                     return False
                 except SpeechError:
@@ -463,154 +378,6 @@ class SpeechSession:
                 self.resumes += 1
                 return True
         return False
-
-    async def _send_again(self) -> None:
-        """On a new connection: every pending request again, in order; one whose audio partly
-        arrived skips what arrived (raw formats only), one being cancelled just ends."""
-        self._speaking = None
-        for request in list(self._requests.values()):
-            if request.state is RequestState.CANCELLING:
-                self._finish(request, SpeechCancelled(request.request_id, request.index))
-                continue
-            if request.received_bytes and request.message["format"] not in RESUMABLE_FORMATS:
-                failure = ConnectionLostError(
-                    f"the connection was lost mid-answer and {request.message['format']} audio cannot "
-                    "be resumed at an offset", request_id=request.request_id,
-                )
-                self._finish(request, SpeechFailed(request.request_id, request.index, failure))
-                continue
-            request.skip_bytes = request.received_bytes
-            request.state = RequestState.QUEUED
-            await self.transport.send(request.message)
-
-    def _fail(self, error: SpeechError) -> None:
-        """Fail every pending request with the error that ended the session, then the session.
-
-        A session-level error frame just before the end (a `busy` refusal) is the reason the
-        connection ended, so it is what callers get rather than a bare connection loss.
-        """
-        self._failure = error
-        for request in list(self._requests.values()):
-            failure = type(error)(error.message, code=error.code, request_id=request.request_id)
-            self._finish(request, SpeechFailed(request.request_id, request.index, failure))
-        self._inbox.put_nowait(error)
-
-    def _on_frame(self, frame: Frame) -> None:
-        self._session_error = None
-        match frame:
-            case AudioFrame(data=data):
-                self._on_audio(data)
-            case ControlFrame(message=message):
-                self._on_control(message)
-
-    def _on_audio(self, data: bytes) -> None:
-        request = self._speaking
-        if request is None:
-            raise ServerError("the server sent audio outside of any request", code="invalid_frame")
-        if request.state is RequestState.CANCELLING:
-            return
-        if request.skip_bytes:  # resumed: this much was received on the lost connection
-            skipped = min(request.skip_bytes, len(data))
-            request.skip_bytes -= skipped
-            data = data[skipped:]
-            if not data:
-                return
-        if request.first_audio_at is None:
-            request.first_audio_at = time.perf_counter()
-        request.received_bytes += len(data)
-        self._inbox.put_nowait(AudioChunk(request.request_id, request.index, data))
-
-    def _on_control(self, message: dict[str, Any]) -> None:
-        if message.get("type") not in _SESSION_FRAMES:
-            return
-        try:
-            frame = parse_server_frame(message)
-        except ProtocolError as error:
-            raise ServerError(
-                f"the server sent a malformed frame: {error.message}", code="invalid_frame"
-            ) from None
-        match frame:
-            case SynthesisStart():
-                request = self._pending(frame.request_id)
-                if request.state is RequestState.QUEUED:
-                    request.state = RequestState.SPEAKING
-                self._speaking = request
-                if request.started:
-                    return
-                request.started = True
-                self._inbox.put_nowait(
-                    SpeechStarted(
-                        request.request_id,
-                        request.index,
-                        request.text,
-                        frame.format,
-                        frame.sample_rate,
-                    )
-                )
-            case SynthesisComplete():
-                request = self._pending(frame.request_id)
-                if request.state is RequestState.CANCELLING:
-                    self._finish(request, SpeechCancelled(request.request_id, request.index))
-                else:
-                    self._finish(request, self._completed(request, frame))
-            case SynthesisCancelled():
-                request = self._pending(frame.request_id)
-                self._finish(request, SpeechCancelled(request.request_id, request.index))
-            case ErrorFrame():
-                self._on_error(frame)
-            case WordTimestamps():
-                request = self._pending(frame.request_id)
-                if request.state is not RequestState.CANCELLING and not request.skip_bytes:
-                    self._inbox.put_nowait(WordTimes(request.request_id, request.index, frame.words))
-            case AudioEvent():
-                raise ServerError(
-                    "the server sent an SSE audio event on a session", code="invalid_frame"
-                )
-
-    def _on_error(self, frame: ErrorFrame) -> None:
-        error = error_from_frame(frame.code, frame.message, frame.request_id)
-        request = self._requests.get(frame.request_id) if frame.request_id is not None else None
-        if request is None:
-            self._inbox.put_nowait(SpeechFailed(frame.request_id, None, error))
-            self._session_error = error
-        else:
-            self._finish(request, SpeechFailed(request.request_id, request.index, error))
-
-    def _pending(self, request_id: str) -> _Request:
-        request = self._requests.get(request_id)
-        if request is None:
-            raise ServerError(
-                f"the server answered request {request_id!r}, which is not pending",
-                code="invalid_frame",
-            )
-        return request
-
-    @staticmethod
-    def _completed(request: _Request, frame: SynthesisComplete) -> SpeechCompleted:
-        first_audio_ms = None
-        if request.first_audio_at is not None:
-            first_audio_ms = (request.first_audio_at - request.submitted_at) * 1000
-        return SpeechCompleted(
-            request.request_id,
-            request.index,
-            frame.audio_bytes,
-            frame.total_duration_s,
-            frame.elapsed_s,
-            first_audio_ms,
-        )
-
-    def _finish(self, request: _Request, event: SpeechEvent) -> None:
-        self._forget(request)
-        self._inbox.put_nowait(event)
-
-    def _forget(self, request: _Request) -> None:
-        """Drop a finished request; a second call (the reader failed it while `submit` was
-        still sending) changes nothing."""
-        self._requests.pop(request.request_id, None)
-        if self._speaking is request:
-            self._speaking = None
-        if not self._requests:
-            self._idle.set()
 
 
 async def _each(fragments: AsyncIterable[str] | Iterable[str]) -> AsyncIterator[str]:

@@ -1,5 +1,10 @@
-"""`SpeechSession` for scripts that are not async: the session runs on an event loop of its
-own, in a background thread, and each call waits for its result there."""
+"""`SpeechSession` for scripts that are not async: the sync shell of the same session.
+
+The session's logic is `SessionProtocol`'s (no I/O) and its I/O the asyncio shell's, whose
+transports are asynchronous (SageMaker's SDK has no other kind); this shell runs that
+session on an event loop of its own, in a background thread, and each call waits for its
+result there. Its methods and `connect` take the same parameters as `SpeechSession`'s
+(`tests/client/test_client_parity.py` holds them equal), plus `call_timeout`."""
 
 from __future__ import annotations
 
@@ -12,7 +17,14 @@ from typing import Any, Self
 from voicestream.client.errors import SpeechTimeoutError
 from voicestream.client.events import SpeechEvent
 from voicestream.client.resume import ResumePolicy
-from voicestream.client.session import RequestState, SessionState, SpeechSession
+from voicestream.client.session import (
+    MAX_UNREAD_AUDIO,
+    RESPONSE_TIMEOUT_S,
+    RequestState,
+    SessionState,
+    SpeechSession,
+)
+from voicestream.client.session_protocol import SessionOptions
 from voicestream.client.transport import Transport
 from voicestream.protocol import DEFAULT_SAMPLE_RATE, DEFAULT_VOICE, AudioFormat
 
@@ -64,11 +76,16 @@ class SyncSpeechSession:
         format: AudioFormat = "pcm16",
         sample_rate: int = DEFAULT_SAMPLE_RATE,
         close_timeout: float = 10.0,
+        lang: str | None = None,
+        response_timeout: float = RESPONSE_TIMEOUT_S,
+        max_unread_audio: int = MAX_UNREAD_AUDIO,
         resume: ResumePolicy | None = None,
-        call_timeout: float = CALL_TIMEOUT_S,
         api_key: str | None = None,
+        word_timestamps: bool = False,
+        call_timeout: float = CALL_TIMEOUT_S,
     ) -> SyncSpeechSession:
-        """Start the session's thread and connect, as `SpeechSession.connect` does."""
+        """Start the session's thread and connect, as `SpeechSession.connect` does;
+        `call_timeout` bounds how long any one call waits for the session's thread."""
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="speech-session", daemon=True)
         thread.start()
@@ -79,8 +96,12 @@ class SyncSpeechSession:
             format=format,
             sample_rate=sample_rate,
             close_timeout=close_timeout,
+            lang=lang,
+            response_timeout=response_timeout,
+            max_unread_audio=max_unread_audio,
             resume=resume,
             api_key=api_key,
+            word_timestamps=word_timestamps,
         )
         try:
             session = asyncio.run_coroutine_threadsafe(connecting, loop).result(close_timeout + CONNECT_TIMEOUT_S)
@@ -97,6 +118,10 @@ class SyncSpeechSession:
             self._run(self._session.__aexit__(exc_type, *exc_info))
         finally:
             _stop(self._loop, self._thread)
+
+    @property
+    def options(self) -> SessionOptions:
+        return self._session.options
 
     @property
     def state(self) -> SessionState:

@@ -54,6 +54,10 @@ class Replica:
     def sigterm(self) -> None:
         self.process.send_signal(signal.SIGTERM)
 
+    def sigkill(self) -> None:
+        """A crash: no drain, no close frame; the balancer finds out from its health check."""
+        self.process.send_signal(signal.SIGKILL)
+
 
 @contextmanager
 def replicas(names: list[str], model_dir: Path, grace_s: float = 60) -> Iterator[list[Replica]]:

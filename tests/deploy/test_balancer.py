@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -108,29 +110,31 @@ async def test_sessions_spread_and_a_draining_replica_finishes_while_new_session
 RESUMED = [f"Sentence {n} of a long answer that outlasts a one second grace period." for n in range(1, 7)]
 
 
-@pytest.mark.grace(1)
-async def test_a_session_closed_for_the_drain_resumes_through_the_balancer_and_loses_nothing(
-    fleet: tuple[Haproxy, list[Replica]],
-) -> None:
-    """With `--grace-s 1` the drained replica closes the session with 1001 while most of the
-    answer is still to come; the client reconnects to the same address (the balancer), which
-    sends it to the other replica, and resends what it had not received."""
-    balancer, (a, b) = fleet
-    events = []
-    draining = other = None
-    async with await SpeechSession.connect(ws(balancer), resume=ResumePolicy(attempts=5, backoff_s=0.2)) as session:
+async def _speak_through_a_lost_replica(
+    balancer: Haproxy, replicas: list[Replica], lose: Callable[[Replica], None],
+) -> tuple[SpeechSession, list, Replica, Replica]:
+    """Six requests on one resuming session through the balancer; at the first audio the
+    replica holding the session is lost (``lose``). Returns the session, its events, and the
+    lost and the other replica."""
+    a, b = replicas
+    events: list = []
+    lost = other = None
+    async with await SpeechSession.connect(ws(balancer), resume=ResumePolicy(attempts=8, backoff_s=0.25)) as session:
         for index, sentence in enumerate(RESUMED):
             await session.submit(sentence, request_id=f"r{index}")
         async for event in session.events():
             events.append(event)
-            if isinstance(event, AudioChunk) and draining is None:
+            if isinstance(event, AudioChunk) and lost is None:
                 wait_for(lambda: sessions_on(a) + sessions_on(b) == 1, 20, "the session is not counted")
-                draining, other = (a, b) if sessions_on(a) == 1 else (b, a)
-                draining.sigterm()
+                lost, other = (a, b) if sessions_on(a) == 1 else (b, a)
+                lose(lost)
             if sum(isinstance(e, SpeechCompleted | SpeechFailed) for e in events) == len(RESUMED):
                 break
-    assert draining is not None and other is not None
-    assert session.resumes == 1
+    assert lost is not None and other is not None
+    return session, events, lost, other
+
+
+def _each_request_completed_once_with_one_copy_of_its_audio(events: list) -> None:
     assert not [e for e in events if isinstance(e, SpeechFailed)]
     completed = [e for e in events if isinstance(e, SpeechCompleted)]
     assert [e.request_id for e in completed] == [f"r{n}" for n in range(len(RESUMED))]
@@ -138,6 +142,44 @@ async def test_a_session_closed_for_the_drain_resumes_through_the_balancer_and_l
         received = sum(len(e.data) for e in events if isinstance(e, AudioChunk) and e.request_id == done.request_id)
         # what the first replica sent is not sent again: about one copy of each answer, not two
         assert received == pytest.approx(done.audio_bytes, abs=24_000 * 2 // 5)
-    assert await asyncio.to_thread(draining.process.wait, 60) == -signal.SIGTERM
+
+
+@pytest.mark.grace(1)
+async def test_a_session_closed_for_the_drain_resumes_through_the_balancer_and_loses_nothing(
+    fleet: tuple[Haproxy, list[Replica]],
+) -> None:
+    """With `--grace-s 1` the drained replica closes the session with 1001 while most of the
+    answer is still to come; the client reconnects to the same address (the balancer), which
+    sends it to the other replica, and resends what it had not received. The drained process
+    exits within its grace and a bounded shutdown (the generous bound is the feature: a
+    replica that outlives its grace by half a minute is killed by Kubernetes mid-answer)."""
+    balancer, started = fleet
+    exits: list[asyncio.Future[float]] = []
+
+    def drain(replica: Replica) -> None:
+        signalled = time.monotonic()
+        replica.sigterm()
+        exits.append(asyncio.ensure_future(asyncio.to_thread(lambda: replica.process.wait(60) and time.monotonic() - signalled)))
+
+    session, events, draining, other = await _speak_through_a_lost_replica(balancer, started, drain)
+    assert session.resumes == 1
+    _each_request_completed_once_with_one_copy_of_its_audio(events)
+    assert draining.process.wait(60) == -signal.SIGTERM
+    assert await exits[0] < 1 + 20, "the drained replica outlived its grace"
     assert balancer.status(draining.name).startswith("DOWN")
+    assert other.metric(REQUESTS) >= 1, "the resumed requests were answered by the other replica"
+
+
+async def test_a_session_on_a_crashed_replica_resumes_through_the_balancer_and_loses_nothing(
+    fleet: tuple[Haproxy, list[Replica]],
+) -> None:
+    """SIGKILL mid-answer: no drain, no close frame, the socket just breaks. The client
+    reconnects through the balancer (whose health check has taken the dead replica out by
+    then, or whose connect fails and is retried) and every request completes exactly once."""
+    balancer, started = fleet
+    session, events, crashed, other = await _speak_through_a_lost_replica(balancer, started, Replica.sigkill)
+    assert session.resumes >= 1
+    _each_request_completed_once_with_one_copy_of_its_audio(events)
+    assert await asyncio.to_thread(crashed.process.wait, 10) == -signal.SIGKILL
+    wait_for(lambda: balancer.status(crashed.name).startswith("DOWN"), 20, "haproxy kept the crashed replica")
     assert other.metric(REQUESTS) >= 1, "the resumed requests were answered by the other replica"

@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # the agent's modules load only for the tests that use them
     from voicestream.agent.local_llm import LocalLlamaModel
 
 
+pytest_plugins = ["tests.cpu_profile"]  # --cpu-durations=N
+
 MAX_TEST_WORKERS = 4
 """Each pytest-xdist worker loads its own engine, Whisper and LLM (2 to 3 GB of memory): on a
 large machine more than four would spend memory and start-up time for little more speed."""

@@ -216,7 +216,7 @@ class KokoroEngine:
         `FIRST_WINDOW_S` by default): its first audio waits for this much audio, not for all
         of it. 0 renders every piece whole."""
         self.max_text_chars = max_text_chars
-        graph = load_graph(files.model_path)
+        graph = load_graph(files.model_path, providers)
         self._durations_output = graph.durations
         self._split = graph.split
         self._providers = providers

@@ -52,6 +52,7 @@ from voicestream.agent.runtime import (
     speech_transport,
 )
 from voicestream.agent.speech_input import SpeechRecognizer
+from voicestream.agent.ticking import Tick, ticking
 from voicestream.agent.voices import voices_route
 from voicestream.asgi import DrainingServer, free_port, serving
 from voicestream.protocol import (
@@ -373,25 +374,9 @@ async def _encoded(
 ) -> AsyncGenerator[bytes, None]:
     """The encoded events; the next one is awaited in its own task, so that a keep-alive
     can go out meanwhile without cancelling (and so ending) the generator."""
-    async with contextlib.aclosing(events):
-        upcoming: asyncio.Future[dict[str, Any]] | None = None
-        try:
-            while True:
-                upcoming = upcoming or asyncio.ensure_future(anext(events))
-                done, _ = await asyncio.wait((upcoming,), timeout=keepalive_s)
-                if not done:
-                    yield KEEPALIVE
-                    continue
-                try:
-                    event = upcoming.result()
-                except StopAsyncIteration:
-                    return
-                upcoming = None
-                yield encode_sse(event)
-        finally:
-            if upcoming is not None and not upcoming.done():
-                upcoming.cancel()
-                await asyncio.gather(upcoming, return_exceptions=True)
+    async with contextlib.aclosing(ticking(events, keepalive_s)) as ticked:
+        async for event in ticked:
+            yield KEEPALIVE if isinstance(event, Tick) else encode_sse(event)
 
 
 class DrainingPing:

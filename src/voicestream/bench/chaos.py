@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -402,11 +403,245 @@ async def fault_sigterm(base_url: str, process: asyncio.subprocess.Process) -> s
 SIGTERM_TEXT = "This request is being spoken when the server is told to stop. It still ends."
 
 
+# --- every fault on every persistent face (issue 27) -----------------------------------------
+
+EDGE_FACES = ("session", "cartesia", "wyoming")
+EDGE_FAULTS = ("never reads", "never speaks", "floods bad messages", "disconnects mid-answer")
+EDGE_SEND_TIMEOUT_S = 5.0
+EDGE_IDLE_TIMEOUT_S = 8.0
+EDGE_MAX_ERRORS = 200
+"""The edge server's ``--max-session-errors``: a flood of bad messages ends in a few seconds."""
+SLACK_S = 2.0
+"""How much later than its timeout a connection may be closed."""
+
+
+@dataclass(frozen=True)
+class EdgeServer:
+    url: str
+    wyoming_port: int
+
+    @property
+    def host(self) -> str:
+        return self.url.removeprefix("http://").split(":")[0]
+
+    def ws_url(self, face: str) -> str:
+        return self.url.replace("http://", "ws://") + (SESSION_PATH if face == "session" else "/tts/websocket")
+
+    def port(self, face: str) -> int:
+        return self.wyoming_port if face == "wyoming" else int(self.url.rsplit(":", 1)[1])
+
+
+def _request(face: str, text: str) -> str | bytes:
+    """The face's message asking for ``text`` (on Wyoming: one framed ``synthesize`` event)."""
+    if face == "session":
+        return json.dumps({"text": text, "request_id": "edge"})
+    if face == "cartesia":
+        return json.dumps({"context_id": "edge", "transcript": text, "voice": {"mode": "id", "id": "af_heart"},
+                           "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}})
+    data = json.dumps({"text": text}).encode()
+    return json.dumps({"type": "synthesize", "data_length": len(data)}).encode() + b"\n" + data
+
+
+def _bad(face: str) -> str | bytes:
+    return b"not json\n" if face == "wyoming" else "not json"
+
+
+class EdgePeer:
+    """A client of one face over a raw socket whose receive window is as small as TCP allows,
+    so that a peer that stops reading backs the server up after a few hundred kilobytes."""
+
+    def __init__(self, face: str, sock, ws: ClientConnection | None, reader: asyncio.StreamReader | None) -> None:
+        self.face = face
+        self.sock = sock
+        self.ws = ws
+        self.reader = reader
+        self._writer: asyncio.StreamWriter | None = None
+
+    @classmethod
+    async def open(cls, face: str, server: EdgeServer, reading: bool) -> EdgePeer:
+        import socket
+
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        if hasattr(socket, "TCP_MAXSEG"):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, (server.host, server.port(face)))
+        if face != "wyoming":
+            ws = await connect(server.ws_url(face), sock=sock, max_size=None, max_queue=1, compression=None)
+            if not reading:
+                ws.transport.pause_reading()
+            return cls(face, sock, ws, None)
+        peer = cls(face, sock, None, None)
+        if reading:
+            peer.reader, peer._writer = await asyncio.open_connection(sock=sock)
+        return peer
+
+    def unread_bytes(self) -> int:
+        """What the server sent that this peer has not read (its kernel's receive queue)."""
+        import fcntl
+        import struct
+        import termios
+
+        return struct.unpack("i", fcntl.ioctl(self.sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+
+    async def send(self, message: str | bytes) -> None:
+        if self.ws is not None:
+            await self.ws.send(message)
+        elif self._writer is not None:
+            self._writer.write(message if isinstance(message, bytes) else message.encode())
+            await self._writer.drain()
+        else:
+            await asyncio.get_running_loop().sock_sendall(self.sock, message)
+
+    async def first_audio(self) -> None:
+        """Read answers up to the first audio (an error instead raises)."""
+        if self.reader is not None:
+            from wyoming.event import async_read_event
+
+            while (event := await async_read_event(self.reader)) is not None and event.type != "audio-chunk":
+                if event.type == "error":
+                    raise RuntimeError(event.data)
+            return
+        assert self.ws is not None
+        while True:
+            frame = await self.ws.recv()
+            if isinstance(frame, bytes):
+                return
+            answer = json.loads(frame)
+            if answer["type"] == "error":
+                raise RuntimeError(answer)
+            if answer["type"] == "chunk":
+                return
+
+    def abort(self) -> None:
+        if self.ws is not None:
+            self.ws.transport.abort()
+        elif self._writer is not None:
+            self._writer.transport.abort()
+        else:
+            self.sock.close()
+
+
+async def _until_closed(base_url: str, timeout_s: float) -> float | None:
+    """The time (monotonic) the server forgot every connection, or None if it did not."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            while await _metric(base_url, "voicestream_active_sessions") != 0:
+                await asyncio.sleep(0.05)
+            return time.monotonic()
+    return None
+
+
+async def _stalled_at(peer: EdgePeer, timeout_s: float) -> float:
+    """When the server's sends to a peer that reads nothing stopped (its receive queue last
+    grew), seen once the queue has not grown for a second."""
+    last, changed = -1, time.monotonic()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            while last <= 0 or time.monotonic() - changed < 1.0:
+                if (unread := peer.unread_bytes()) != last:
+                    last, changed = unread, time.monotonic()
+                await asyncio.sleep(0.05)
+    return changed
+
+
+async def edge_first_audio_s(server: EdgeServer, face: str, text: str = "How soon do I hear this?") -> float:
+    """Seconds from asking a new client's first request to its first audio."""
+    peer = await EdgePeer.open(face, server, reading=True)
+    try:
+        started = time.monotonic()
+        await peer.send(_request(face, text))
+        async with asyncio.timeout(120):
+            await peer.first_audio()
+        return time.monotonic() - started
+    finally:
+        peer.abort()
+
+
+@dataclass
+class EdgeRow:
+    face: str
+    fault: str
+    closed_after_s: float | None
+    """Seconds from when the fault could first be seen (the server's sends stalled, the peer
+    connected, the flood or the hang-up ended) to the server forgetting the connection."""
+    bound_s: float
+    freed: bool
+    first_audio_ratio: dict[str, float]
+    """Each face's first audio for a new client just after, over its first audio when idle."""
+    queued: float
+
+    @property
+    def ok(self) -> bool:
+        return (self.closed_after_s is not None and self.closed_after_s <= self.bound_s and self.freed
+                and self.queued == 0 and all(ratio <= 2 for ratio in self.first_audio_ratio.values()))
+
+
+async def _apply_fault(server: EdgeServer, face: str, fault: str) -> tuple[float | None, float]:
+    """Give ``fault`` to a new client of ``face``; (seconds until the server closed it, the bound)."""
+    limit_s = 240.0
+    if fault == "never speaks":
+        peer = await EdgePeer.open(face, server, reading=False)
+        since, bound = time.monotonic(), EDGE_IDLE_TIMEOUT_S + SLACK_S
+    elif fault == "never reads":
+        peer = await EdgePeer.open(face, server, reading=False)
+        await peer.send(_request(face, LONG_TEXT))
+        since, bound = await _stalled_at(peer, limit_s), EDGE_SEND_TIMEOUT_S + SLACK_S
+    elif fault == "floods bad messages":
+        peer = await EdgePeer.open(face, server, reading=False)
+        with contextlib.suppress(TimeoutError, ConnectionClosed, OSError):
+            for _ in range(EDGE_MAX_ERRORS * 4):
+                async with asyncio.timeout(EDGE_SEND_TIMEOUT_S):
+                    await peer.send(_bad(face))
+        since, bound = time.monotonic(), EDGE_SEND_TIMEOUT_S + SLACK_S
+    else:
+        peer = await EdgePeer.open(face, server, reading=True)
+        await peer.send(_request(face, LONG_TEXT))
+        async with asyncio.timeout(limit_s):
+            await peer.first_audio()
+        peer.abort()
+        since, bound = time.monotonic(), SLACK_S
+    closed = await _until_closed(server.url, limit_s)
+    peer.abort()
+    return (None if closed is None else max(0.0, closed - since)), bound
+
+
+async def edge_matrix(server: EdgeServer) -> list[EdgeRow]:
+    """Every fault on every persistent face, one at a time; after each, the server's slots
+    and queue, and a new client's first audio on every face against its idle first audio."""
+    idle = {face: await edge_first_audio_s(server, face) for face in EDGE_FACES}
+    rows = []
+    for face in EDGE_FACES:
+        for fault in EDGE_FAULTS:
+            closed_after, bound = await _apply_fault(server, face, fault)
+            freed = await _until_closed(server.url, 10) is not None
+            queued_for = await _until_idle(server.url, 10)
+            ratios = {other: await edge_first_audio_s(server, other) / idle[other] for other in EDGE_FACES}
+            queued = 0.0 if queued_for is not None else await _metric(server.url, "voicestream_queue_depth")
+            rows.append(EdgeRow(face, fault, closed_after, bound, freed, ratios, queued))
+    return rows
+
+
+def edge_table(rows: list[EdgeRow]) -> str:
+    from voicestream.bench.table import markdown_table
+
+    return markdown_table(
+        ["face", "fault", "closed after s (bound)", "slots freed", "new clients' first audio vs idle", "left queued",
+         "result"],
+        [[row.face, row.fault, f"{row.closed_after_s:.1f} ({row.bound_s:g})" if row.closed_after_s is not None
+          else f"not closed ({row.bound_s:g})", "yes" if row.freed else "NO",
+          ", ".join(f"{face} {ratio:.2f}x" for face, ratio in row.first_audio_ratio.items()), f"{row.queued:g}",
+          "ok" if row.ok else "FAILED"] for row in rows],
+    )
+
+
 @dataclass
 class ChaosResult:
     fuzz: list[SessionReport]
     faults: dict[str, str]
     soak: SoakReport
+    edge: list[EdgeRow] = field(default_factory=list)
 
     def tables(self) -> str:
         from voicestream.bench.table import markdown_table
@@ -435,6 +670,8 @@ class ChaosResult:
                 ["sessions", "messages", "valid", "synthesis_complete", "errors by code", "wrong answers"], fuzz_rows
             ),
             "Faults\n\n" + markdown_table(["fault", "result"], list(self.faults.items())),
+            f"Every fault on every persistent face (--send-timeout {EDGE_SEND_TIMEOUT_S:g}, --idle-timeout "
+            f"{EDGE_IDLE_TIMEOUT_S:g}, --max-session-errors {EDGE_MAX_ERRORS})\n\n" + edge_table(self.edge),
             "Soak\n\n" + markdown_table(
                 ["sessions", "seconds", "requests", "busy", "other errors", "first audio p50 ms",
                  "p95 ms", "memory MB (first 30 s -> last 30 s)", "open files"], soak_rows,
@@ -448,6 +685,7 @@ class ChaosResult:
             "fuzz": [{"valid_sent": r.valid_sent, "completed": r.completed, "errors": dict(r.errors),
                       "mismatches": r.mismatches} for r in self.fuzz],
             "faults": self.faults,
+            "edge": [dataclasses.asdict(row) | {"ok": row.ok} for row in self.edge],
             "soak": {"sessions": self.soak.sessions, "duration_s": self.soak.duration_s,
                      "requests": self.soak.requests, "busy": self.soak.busy, "errors": dict(self.soak.errors),
                      "first_audio_p50_s": self.soak.percentile(0.5), "first_audio_p95_s": self.soak.percentile(0.95),
@@ -456,10 +694,8 @@ class ChaosResult:
         }
 
 
-async def run_chaos(
-    sessions: int, duration_s: float, fuzz_sessions: int, fuzz_messages: int, seed: int, serve_args: list[str]
-) -> ChaosResult:
-    """Start `voicestream serve` on 127.0.0.1, then fuzz it, soak it and hurt it; SIGTERM last."""
+async def _start_server(*args: str) -> tuple[asyncio.subprocess.Process, str]:
+    """`voicestream serve` on a free 127.0.0.1 port, once its /ping answers 200."""
     import sys
 
     import httpx
@@ -469,18 +705,51 @@ async def run_chaos(
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "voicestream.cli", "serve", "--port", str(port), "--log-level", "warning",
-        "--max-sessions", str(max(72, sessions + 8)), *serve_args,
+        sys.executable, "-m", "voicestream.cli", "serve", "--port", str(port), "--log-level", "warning", *args,
     )
     try:
         async with asyncio.timeout(180), httpx.AsyncClient() as client:
             while True:
                 with contextlib.suppress(httpx.TransportError):
                     if (await client.get(f"{base_url}/ping")).status_code == 200:
-                        break
+                        return process, base_url
                 if process.returncode is not None:
                     raise RuntimeError("the speech server exited while starting")
                 await asyncio.sleep(0.3)
+    except BaseException:
+        await _stop(process)
+        raise
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
+
+
+async def run_edge(serve_args: list[str]) -> list[EdgeRow]:
+    """The edge matrix against its own server: short send and idle timeouts, a Wyoming port."""
+    from voicestream.asgi import free_port
+
+    wyoming_port = free_port()
+    process, base_url = await _start_server(
+        "--send-timeout", f"{EDGE_SEND_TIMEOUT_S:g}", "--idle-timeout", f"{EDGE_IDLE_TIMEOUT_S:g}",
+        "--max-session-errors", str(EDGE_MAX_ERRORS), "--wyoming-port", str(wyoming_port), *serve_args,
+    )
+    try:
+        return await edge_matrix(EdgeServer(base_url, wyoming_port))
+    finally:
+        await _stop(process)
+
+
+async def run_chaos(
+    sessions: int, duration_s: float, fuzz_sessions: int, fuzz_messages: int, seed: int, serve_args: list[str]
+) -> ChaosResult:
+    """Every fault on every persistent face (a server of its own), then start `voicestream
+    serve` on 127.0.0.1, fuzz it, soak it and hurt it; SIGTERM last."""
+    edge = await run_edge(serve_args)
+    process, base_url = await _start_server("--max-sessions", str(max(72, sessions + 8)), *serve_args)
+    try:
         fuzzed = await fuzz(base_url, fuzz_sessions, fuzz_messages, seed)
         faults = {
             "client disconnects mid-stream": await fault_disconnect(base_url),
@@ -490,8 +759,6 @@ async def run_chaos(
         }
         soaked = await soak(base_url, sessions, duration_s, process.pid)
         faults["SIGTERM during synthesis"] = await fault_sigterm(base_url, process)
-        return ChaosResult(fuzzed, faults, soaked)
+        return ChaosResult(fuzzed, faults, soaked, edge)
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await _stop(process)

@@ -36,7 +36,7 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket
 
 from voicestream.audio import (
     ENGINE_SAMPLE_RATE,
@@ -48,8 +48,15 @@ from voicestream.protocol import (
     DEFAULT_VOICE,
     ErrorCode,
     ProtocolError,
+    SpeechFault,
     load_json_object,
     voice_language,
+)
+from voicestream.server.connection import (
+    Connection,
+    Transport,
+    WebSocketTransport,
+    busy,
 )
 from voicestream.server.http import _cancel_on_exit, _streaming, error_response, read_body
 from voicestream.server.job import Listener
@@ -57,18 +64,9 @@ from voicestream.server.requests import (
     AudioStream,
     RequestRejected,
     SpeechService,
-    SynthesisFailed,
     http_status,
 )
-from voicestream.server.streamed import (
-    Output,
-    Spoken,
-    StreamedSpeech,
-    Voice,
-    admit,
-    registered,
-    start_job,
-)
+from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice, start_job
 from voicestream.text import ChunkSchedule
 
 log = logging.getLogger(__name__)
@@ -86,8 +84,6 @@ LATENCY_SCHEDULE = ChunkSchedule(3, (1, 2))
 agent's default schedule, see ``voicestream.agent.runtime``)."""
 MAX_QUEUED_MESSAGES = 16
 """Answers waiting for the socket beyond which a context waits before sending more."""
-MAX_PENDING_ERRORS = 4096
-"""Error answers waiting to be sent, beyond which the socket is closed with 1008."""
 
 
 @dataclass(frozen=True)
@@ -208,7 +204,16 @@ class _Context:
             LATENCY_SCHEDULE, request.max_buffer_delay_ms / 1000,
         )
         self.flushes = 0
+        self.speaking = False
+        """An answer of this context is being sent (or waits for room in the outbox)."""
         self.task = asyncio.create_task(self._send(), name=f"cartesia-context-{self.id}")
+
+    @property
+    def has_unsent(self) -> bool:
+        """Text or audio of this context is still to send; an open context waiting for more
+        text has nothing (the socket may then go idle, or away while draining)."""
+        speech = self.speech
+        return self.speaking or speech.unspoken_chars > 0 or (speech.ended and not speech.cancelled)
 
     def take(self, request: CartesiaRequest) -> None:
         """One more message of this context: its text, then a flush or the end."""
@@ -223,20 +228,25 @@ class _Context:
     async def _send(self) -> None:
         try:
             async for item in self.speech:
-                if isinstance(item, Spoken):
-                    await self._send_audio(item.stream)
-                else:
-                    await self.socket.emit({"type": "flush_done", "context_id": self.id, "done": False,
-                                            "flush_done": True, "flush_id": item, "status_code": 206})
+                self.speaking = True
+                try:
+                    if isinstance(item, Spoken):
+                        await self._send_audio(item.stream)
+                    else:
+                        await self.socket.emit({"type": "flush_done", "context_id": self.id, "done": False,
+                                                "flush_done": True, "flush_id": item, "status_code": 206})
+                finally:
+                    self.speaking = False
             if not self.speech.cancelled:
                 await self.socket.emit({"type": "done", "context_id": self.id, "done": True, "status_code": 200})
-        except (RequestRejected, SynthesisFailed) as refused:  # a failure was logged where it happened
+        except SpeechFault as refused:  # a failure was logged where it happened
             self.speech.cancel()
-            self.socket.reject(refused.code, refused.message, self.id)
+            refused.request_id = self.id
+            self.socket.report(refused)
         except Exception:  # the context fails, the socket goes on
             log.exception("a Cartesia context failed", extra={"request_id": self.id})
             self.speech.cancel()
-            self.socket.reject(ErrorCode.INTERNAL, "Synthesis failed for this context.", self.id)
+            self.socket.report(SpeechFault(ErrorCode.INTERNAL, "Synthesis failed for this context.", self.id))
         finally:
             if self.socket.contexts.get(self.id) is self:
                 del self.socket.contexts[self.id]
@@ -267,99 +277,38 @@ class _Context:
         })
 
 
-class CartesiaSocket:
+class CartesiaSocket(Connection):
     """``WS /tts/websocket``: many contexts at once, each answered as its audio renders."""
 
-    def __init__(self, websocket: WebSocket, service: SpeechService, listener: Listener) -> None:
-        self.websocket = websocket
-        self.service = service
-        self.listener = listener
-        """The socket's share of the queue, for all its contexts (they render in arrival order)."""
+    kind = "Cartesia socket"
+
+    def __init__(self, transport: Transport, service: SpeechService, listener: Listener) -> None:
+        super().__init__(transport, service, listener)
         self.contexts: dict[str, _Context] = {}
-        self._outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self._room = asyncio.Event()
-        self._pending_errors = 0
-        self._close_now: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
     @property
-    def idle(self) -> bool:
-        """No context has audio left to send (drain waits for this)."""
-        return not self.contexts and self._outbox.empty()
+    def has_unsent(self) -> bool:
+        return any(context.has_unsent for context in self.contexts.values())
 
-    def go_away(self) -> None:
-        """Close with 1001 now (the server is shutting down)."""
-        self._close_at_once(1001)
-
-    def _close_at_once(self, code: int) -> None:
-        if not self._close_now.done():
-            self._close_now.set_result(code)
+    @classmethod
+    def fault_frame(cls, fault: SpeechFault) -> dict[str, Any]:
+        return _error(fault.code, fault.message, fault.request_id)
 
     async def emit(self, answer: dict[str, Any]) -> None:
-        """Queue an answer; wait while the socket is behind (the client does not read)."""
-        self._outbox.put_nowait(answer)
-        while self._outbox.qsize() > MAX_QUEUED_MESSAGES:
-            self._room.clear()
-            await self._room.wait()
+        """Queue an answer; wait while the socket is behind (until the send timeout closes a
+        client that does not read)."""
+        self.queue(answer)
+        await self.wait_for_room(MAX_QUEUED_MESSAGES)
 
-    def reject(self, code: ErrorCode | str, message: str, context_id: str | None) -> None:
-        """Answer with an error, never waiting; a client that does not read them is closed (1008)."""
-        self.service.metrics.errors.labels(code=str(code)).inc()
-        if self._pending_errors >= MAX_PENDING_ERRORS:
-            log.warning("closing a Cartesia socket with %d unread errors (1008)", self._pending_errors)
-            self._close_at_once(1008)
-            return
-        self._pending_errors += 1
-        self._outbox.put_nowait(_error(code, message, context_id))
+    async def release(self) -> None:
+        contexts = list(self.contexts.values())
+        for context in contexts:
+            context.speech.cancel()
+            context.task.cancel()
+        await asyncio.gather(*(context.task for context in contexts), return_exceptions=True)
+        self.contexts.clear()
 
-    async def run(self) -> None:
-        receiver = asyncio.create_task(self._receive_loop(), name="cartesia-receiver")
-        sender = asyncio.create_task(self._send_loop(), name="cartesia-sender")
-        try:
-            done, _ = await asyncio.wait((receiver, sender, self._close_now), return_when=asyncio.FIRST_COMPLETED)
-            if self._close_now in done:
-                with contextlib.suppress(Exception):
-                    async with asyncio.timeout(5):
-                        await self.websocket.close(code=self._close_now.result())
-            for task in done - {self._close_now}:
-                error = None if task.cancelled() else task.exception()
-                if error is not None and not isinstance(error, WebSocketDisconnect):
-                    log.error("the Cartesia socket failed", exc_info=error)
-        finally:
-            for context in list(self.contexts.values()):
-                context.speech.cancel()
-                context.task.cancel()
-            receiver.cancel()
-            sender.cancel()
-            await asyncio.gather(receiver, sender, *(c.task for c in self.contexts.values()), return_exceptions=True)
-            self.contexts.clear()
-
-    async def _receive_loop(self) -> None:
-        idle_timeout_s = self.service.settings.idle_timeout_s
-        while True:
-            try:
-                async with asyncio.timeout(idle_timeout_s):
-                    message = await self.websocket.receive()
-            except TimeoutError:
-                if not self.idle:
-                    continue  # quiet, but audio is still going out
-                self._close_at_once(1000)
-                return
-            if message["type"] == "websocket.disconnect":
-                raise WebSocketDisconnect(message.get("code", 1000))
-            self.handle(message.get("text") if message.get("text") is not None else message.get("bytes") or b"")
-
-
-    async def _send_loop(self) -> None:
-        while True:
-            answer = await self._outbox.get()
-            self._room.set()
-            if answer is None:
-                return
-            if answer["type"] == "error":
-                self._pending_errors -= 1
-            await self.websocket.send_json(answer)
-
-    def handle(self, payload: str | bytes) -> None:
+    async def handle(self, payload: str | bytes) -> None:
         """One client message: a cancel, or text for a context (opened by its first message)."""
         context_id: str | None = None
         try:
@@ -367,29 +316,31 @@ class CartesiaSocket:
             context_id = message.get("context_id") if isinstance(message.get("context_id"), str) else None
             if message.get("cancel") is True:
                 self._cancel(context_id)
-                return
-            request = parse_request(message)
-            if request.context_id is None:
-                raise ProtocolError(ErrorCode.INVALID_MESSAGE, "context_id is required: a non-empty string")
-            context = self.contexts.get(request.context_id)
-            if context is None:
-                context = self._open(request)
-            elif context.speech.ended:
-                raise ProtocolError(
-                    ErrorCode.INVALID_MESSAGE,
-                    f"context {request.context_id!r} was ended (continue: false); use a new context_id",
-                    request.context_id,
-                )
-            context.take(request)
-        except ProtocolError as error:
-            self.reject(error.code, error.message, context_id)
-        except RequestRejected as rejected:
-            self.reject(rejected.code, rejected.message, context_id)
+            else:
+                self._take(parse_request(message))
+        except SpeechFault as fault:
+            fault.request_id = context_id
+            raise
+        self.accepted()
+
+    def _take(self, request: CartesiaRequest) -> None:
+        if request.context_id is None:
+            raise ProtocolError(ErrorCode.INVALID_MESSAGE, "context_id is required: a non-empty string")
+        context = self.contexts.get(request.context_id)
+        if context is None:
+            context = self._open(request)
+        elif context.speech.ended:
+            raise ProtocolError(
+                ErrorCode.INVALID_MESSAGE,
+                f"context {request.context_id!r} was ended (continue: false); use a new context_id",
+                request.context_id,
+            )
+        context.take(request)
 
     def _open(self, request: CartesiaRequest) -> _Context:
         limit = self.service.settings.max_session_requests
         if len(self.contexts) >= limit:
-            raise RequestRejected(ErrorCode.BUSY, f"This socket already has {limit} open contexts; finish one first.")
+            raise busy(f"This socket already has {limit} open contexts; finish one first.")
         if request.flush and not request.transcript.strip():
             raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"no open context {request.context_id!r} to flush", request.context_id)
         voice = request.voice
@@ -405,22 +356,11 @@ class CartesiaSocket:
 
 
 async def tts_websocket(websocket: WebSocket) -> None:
-    """``WS /tts/websocket``: accepted at once, served once the model is ready; before that,
-    beyond ``--max-sessions`` or while draining, one ``busy`` error and close."""
+    """``WS /tts/websocket``: accepted at once, served once the model is ready (or refused:
+    see `Connection.serve`)."""
     await websocket.accept()
     service: SpeechService | None = await websocket.app.state.server.wait()
-    listener = None if service is None else admit(service)
-    if service is None or listener is None:
-        if service is not None:
-            service.metrics.errors.labels(code=ErrorCode.BUSY.value).inc()
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(5):
-                await websocket.send_json(_error(ErrorCode.BUSY, "The server is busy or shutting down; try again shortly.", None))
-                await websocket.close(code=1001 if service is not None and service.draining else 1013)
-        return
-    socket = CartesiaSocket(websocket, service, listener)
-    async with registered(service, socket, listener):
-        await socket.run()
+    await CartesiaSocket.serve(WebSocketTransport(websocket), service)
 
 
 async def tts_bytes(request: Request) -> Response:

@@ -22,7 +22,6 @@ connection after its ``error``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -42,10 +41,17 @@ from wyoming.tts import (
 )
 
 from voicestream.audio import ENGINE_SAMPLE_RATE
-from voicestream.protocol import DEFAULT_VOICE, ErrorCode, voice_catalog
+from voicestream.protocol import DEFAULT_VOICE, ErrorCode, SpeechFault, voice_catalog
+from voicestream.server.connection import (
+    POLICY,
+    Connection,
+    PeerGone,
+    Transport,
+    busy,
+)
 from voicestream.server.job import Listener
-from voicestream.server.requests import RequestRejected, SpeechService, SynthesisFailed
-from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice, admit, registered
+from voicestream.server.requests import RequestRejected, SpeechService
+from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice
 from voicestream.text import SENTENCES
 
 log = logging.getLogger(__name__)
@@ -96,78 +102,37 @@ def choose_voice(service: SpeechService, data: Any) -> str:
     return DEFAULT_VOICE
 
 
-class BadEvent(Exception):
-    """An event that breaks the framing or the event's own shape; ``fatal`` ends the connection."""
+class BadEvent(SpeechFault):
+    """An event that breaks the framing or the event's own shape; ``fatal`` ends the connection
+    after its error (its declared sizes cannot be skipped safely)."""
 
     def __init__(self, message: str, fatal: bool = False) -> None:
-        super().__init__(message)
+        super().__init__(ErrorCode.INVALID_MESSAGE, message)
         self.fatal = fatal
 
 
-class WyomingConnection:
-    """One client: events are read and answered at once, audio is sent in order by a second task."""
+class WyomingTransport:
+    """Wyoming's framing over asyncio streams, read with the limits the HTTP routes have."""
 
-    def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, service: SpeechService, listener: Listener,
-    ) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_bytes: int) -> None:
         self.reader = reader
         self.writer = writer
-        self.service = service
-        self.listener = listener
-        self._utterances: asyncio.Queue[StreamedSpeech | Event] = asyncio.Queue()
-        self._stream: StreamedSpeech | None = None
-        self._refused_stream = False
-        """``synthesize-start`` was refused: its chunks are dropped without more errors."""
-        self._count = 0
-        self._current: StreamedSpeech | None = None
-        self._write_lock = asyncio.Lock()
+        self.max_bytes = max_bytes
 
-    @property
-    def idle(self) -> bool:
-        return self._utterances.empty() and self._current is None and self._stream is None
-
-    def go_away(self) -> None:
-        self.writer.close()
-
-    async def run(self) -> None:
-        sender = asyncio.create_task(self._send_loop(), name="wyoming-sender")
+    async def receive(self) -> Event:
         try:
-            while True:
-                try:
-                    event = await self._read_event()
-                except BadEvent as bad:
-                    await self._error(ErrorCode.INVALID_MESSAGE, str(bad))
-                    if bad.fatal:
-                        return
-                    continue
-                if event is None:
-                    return
-                await self._handle(event)
+            return await self._read_event()
         except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            for speech in (self._stream, self._current):
-                if speech is not None:
-                    speech.cancel()
-            while not self._utterances.empty():
-                item = self._utterances.get_nowait()
-                if isinstance(item, StreamedSpeech):
-                    item.cancel()
-            sender.cancel()
-            await asyncio.gather(sender, return_exceptions=True)
-            self.writer.close()
-            with contextlib.suppress(Exception):
-                await self.writer.wait_closed()
+            raise PeerGone from None
 
-    async def _read_event(self) -> Event | None:
-        """The next event, read with the limits the HTTP routes have; None at the end."""
-        limit = self.service.settings.max_body_bytes
+    async def _read_event(self) -> Event:
+        limit = self.max_bytes
         try:
             line = await self.reader.readline()
         except ValueError:  # a header line longer than the reader's limit
             raise BadEvent(f"An event header is longer than {limit} bytes.", fatal=True) from None
         if not line:
-            return None
+            raise PeerGone
         try:
             header = json.loads(line)
             if not isinstance(header, dict) or not isinstance(header.get("type"), str):
@@ -191,36 +156,89 @@ class WyomingConnection:
         payload = await self.reader.readexactly(sizes[1]) if sizes[1] else None
         return Event(type=header["type"], data=data, payload=payload)
 
-    async def _handle(self, event: Event) -> None:
+    async def send(self, event: Event) -> None:
         try:
-            if Describe.is_type(event.type):
-                await self._write(info(self.service).event())
-            elif Ping.is_type(event.type):
-                await self._write(Pong(text=Ping.from_event(event).text).event())
-            elif Synthesize.is_type(event.type):
-                if self._stream is None and not self._refused_stream:
-                    speech = self._open(event.data.get("voice"))
-                    speech.say(_text(event.data))
-                    speech.end()
-                    self._utterances.put_nowait(speech)
-            elif SynthesizeStart.is_type(event.type):
-                self._start_stream(event.data.get("voice"))
-            elif SynthesizeChunk.is_type(event.type):
-                text = _text(event.data, blank_ok=True)
-                if self._stream is not None:
-                    self._stream.feed(text)
-                elif not self._refused_stream:
-                    raise BadEvent("synthesize-chunk outside a stream: send synthesize-start first.")
-            elif SynthesizeStop.is_type(event.type):
-                self._stop_stream()
-            else:
-                raise BadEvent(f"Unsupported event type {event.type!r} (this is a text-to-speech server).")
-        except BadEvent as bad:
-            await self._error(ErrorCode.INVALID_MESSAGE, str(bad))
-        except RequestRejected as rejected:
-            await self._error(rejected.code, rejected.message)
+            await async_write_event(event, self.writer)
+        except ConnectionError:
+            raise PeerGone from None
+
+    async def close(self, code: int | None) -> None:
+        """Close the stream; a peer that reads nothing (1008) or has gone gets no goodbye:
+        its unsent bytes are dropped at once."""
+        if code in (None, POLICY):
+            self.writer.transport.abort()
+            return
+        self.writer.close()
+        try:
+            await self.writer.wait_closed()
+        finally:
+            self.writer.transport.abort()  # a no-op once closed; else the close timed out
+
+
+class WyomingConnection(Connection):
+    """One client: events are read and answered in order; each utterance's audio is sent as
+    it renders. At most ``max_session_requests`` utterances wait (more are answered ``busy``)."""
+
+    kind = "Wyoming connection"
+
+    def __init__(self, transport: Transport, service: SpeechService, listener: Listener) -> None:
+        super().__init__(transport, service, listener)
+        self._stream: StreamedSpeech | None = None
+        """The utterance ``synthesize-start`` opened, fed by ``synthesize-chunk``."""
+        self._refused_stream = False
+        """``synthesize-start`` was refused: its chunks are dropped without more errors."""
+        self._count = 0
+        self._utterances: list[StreamedSpeech] = []
+        """Accepted and not yet sent in full (the one being sent first)."""
+        self._speaking = False
+
+    @property
+    def has_unsent(self) -> bool:
+        """An utterance has text or audio to send: one being sent, or a stream's text still
+        unspoken; an open stream waiting for more text has nothing."""
+        return self._speaking or any(
+            speech.unspoken_chars or (speech.ended and not speech.cancelled) for speech in self._utterances
+        )
+
+    @classmethod
+    def fault_frame(cls, fault: SpeechFault) -> Event:
+        return Error(text=fault.message, code=str(fault.code)).event()
+
+    async def release(self) -> None:
+        for speech in self._utterances:
+            speech.cancel()
+        self._utterances.clear()
+        self._stream = None
+
+    async def handle(self, event: Event) -> None:
+        if Describe.is_type(event.type):
+            self.queue(info(self.service).event())
+        elif Ping.is_type(event.type):
+            self.queue(Pong(text=Ping.from_event(event).text).event())
+        elif Synthesize.is_type(event.type):
+            if self._stream is None and not self._refused_stream:
+                speech = self._open(event.data.get("voice"))
+                speech.say(_text(event.data))
+                speech.end()
+                self._accept(speech)
+        elif SynthesizeStart.is_type(event.type):
+            self._start_stream(event.data.get("voice"))
+        elif SynthesizeChunk.is_type(event.type):
+            text = _text(event.data, blank_ok=True)
+            if self._stream is not None:
+                self._stream.feed(text)
+            elif not self._refused_stream:
+                raise BadEvent("synthesize-chunk outside a stream: send synthesize-start first.")
+        elif SynthesizeStop.is_type(event.type):
+            self._stop_stream()
+        else:
+            raise BadEvent(f"Unsupported event type {event.type!r} (this is a text-to-speech server).")
+        self.accepted()
 
     def _open(self, voice_data: Any) -> StreamedSpeech:
+        limit = self.service.settings.max_session_requests
+        if len(self._utterances) >= limit:
+            raise busy(f"This connection already has {limit} utterances waiting to be sent; read their audio first.")
         voice = choose_voice(self.service, voice_data)
         self.service.check("a", voice, 1.0)
         self._count += 1
@@ -229,16 +247,20 @@ class WyomingConnection:
             f"wyoming-{self._count}", SENTENCES, BUFFER_DELAY_S,
         )
 
+    def _accept(self, speech: StreamedSpeech) -> None:
+        self._utterances.append(speech)
+        self.queue_answer(speech)
+
     def _start_stream(self, voice_data: Any) -> None:
         if self._stream is not None:
             self._stop_stream()
         self._refused_stream = False
         try:
             self._stream = self._open(voice_data)
-        except RequestRejected:
+        except SpeechFault:
             self._refused_stream = True
             raise
-        self._utterances.put_nowait(self._stream)
+        self._accept(self._stream)
 
     def _stop_stream(self) -> None:
         if self._stream is None:
@@ -251,37 +273,31 @@ class WyomingConnection:
         self._stream.end()
         self._stream = None
 
-    async def _send_loop(self) -> None:
-        while True:
-            speech = await self._utterances.get()
-            self._current = speech
-            try:
-                async for item in speech:
+    async def answer(self, speech: StreamedSpeech) -> None:
+        """One utterance: each sentence's audio as it renders, then ``synthesize-stopped`` for a stream."""
+        try:
+            async for item in speech:
+                self._speaking = True
+                try:
                     if isinstance(item, Spoken):
                         await self._send_audio(item)
                     else:
-                        await self._write(SynthesizeStopped().event())
-            except RequestRejected as rejected:
-                await self._error(rejected.code, rejected.message)
-            except SynthesisFailed as failure:
-                await self._error(failure.code, failure.message)
-            finally:
-                self._current = None
+                        await self.send_within(SynthesizeStopped().event())
+                finally:
+                    self._speaking = False
+        except SpeechFault as fault:
+            self.report(fault)
+        finally:
+            speech.cancel()  # a no-op once all of it was sent
+            if speech in self._utterances:
+                self._utterances.remove(speech)
 
     async def _send_audio(self, spoken: Spoken) -> None:
         audio = {"rate": ENGINE_SAMPLE_RATE, "width": 2, "channels": 1}
-        await self._write(AudioStart(**audio).event())
+        await self.send_within(AudioStart(**audio).event())
         async for data in spoken.stream:
-            await self._write(AudioChunk(audio=data, **audio).event())
-        await self._write(AudioStop().event())
-
-    async def _write(self, event: Event) -> None:
-        async with self._write_lock:
-            await async_write_event(event, self.writer)
-
-    async def _error(self, code: ErrorCode | str, message: str) -> None:
-        self.service.metrics.errors.labels(code=str(code)).inc()
-        await self._write(Error(text=message, code=str(code)).event())
+            await self.send_within(AudioChunk(audio=data, **audio).event())
+        await self.send_within(AudioStop().event())
 
 
 def _text(data: dict[str, Any], blank_ok: bool = False) -> str:
@@ -297,22 +313,11 @@ async def serve_wyoming(
     """Listen for Wyoming clients; each waits for the model (``service``) before it is served."""
 
     async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        ready = await service()
-        listener = None if ready is None else admit(ready)
-        if ready is None or listener is None:
-            why = "is shutting down or busy" if ready is not None else "has not loaded the model yet"
-            with contextlib.suppress(Exception):
-                refusal = Error(text=f"The server {why}; try again shortly.", code=ErrorCode.BUSY.value)
-                async with asyncio.timeout(5):
-                    await async_write_event(refusal.event(), writer)
-            writer.close()
-            return
-        connection = WyomingConnection(reader, writer, ready, listener)
-        async with registered(ready, connection, listener):
-            try:
-                await connection.run()
-            except Exception:
-                log.exception("a Wyoming connection failed")
+        transport = WyomingTransport(reader, writer, max_line_bytes)
+        try:
+            await WyomingConnection.serve(transport, await service())
+        except Exception:
+            log.exception("a Wyoming connection failed")
+            writer.transport.abort()
 
     return await asyncio.start_server(connected, host, port, limit=max_line_bytes)
-

@@ -1,0 +1,414 @@
+"""One edge for every persistent face: the session, Cartesia's socket, Wyoming, and those to come.
+
+A :class:`Connection` is what sits between a wire protocol and the core. It admits a new
+peer and registers it with the scheduler (``--max-sessions``, budgets, metrics, drain see
+it), refuses one it cannot take with a single ``busy`` and a close, and then runs two
+tasks over one :class:`Transport`:
+
+- the receiver reads messages under one idle clock and hands each to :meth:`handle`; a
+  fault it raises becomes an error frame, within one error budget;
+- the sender takes the outbox in order: plain frames, error frames, and answers (a request's
+  whole audio) that the face sends with :meth:`send_within`.
+
+Every outgoing frame leaves within ``--send-timeout`` or the connection is closed (1008):
+a peer that stops reading frees its slots at that timeout on every face. The idle clock
+runs while nothing was received, nothing sent, and :attr:`idle` holds (nothing left to send
+and nothing asked, whatever is open): a peer that never speaks is closed at
+``--idle-timeout`` (1000). Draining for shutdown, a connection goes away (1001) as soon as it
+is idle, and at the end of the grace whatever it holds.
+
+States, as Starlette's ``WebSocketState`` guards a socket's: OPEN (reading and answering),
+CLOSING (reading no more: answering what was accepted, or about to close), CLOSED. Once
+the connection decides to close it reads nothing more, releases everything it holds and
+the server forgets it; only then is the close sent, within ``CLOSE_TIMEOUT_S``.
+
+A face subclasses it and only parses (:meth:`handle`), formats (:meth:`fault_frame`) and
+sends its answers (:meth:`answer`); the transports differ only in their three primitives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, ClassVar, Protocol
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from voicestream.protocol import ErrorCode, SpeechFault
+from voicestream.server.job import Listener
+from voicestream.server.requests import SpeechService
+
+log = logging.getLogger(__name__)
+
+MAX_PENDING_ERRORS = 4096
+"""Error frames waiting to be sent, beyond which the connection is closed with 1008."""
+CLOSE_TIMEOUT_S = 5.0
+"""How long a refusal or the close may take to leave (a peer that never reads blocks it)."""
+
+NORMAL, GOING_AWAY, POLICY, INTERNAL, TRY_LATER = 1000, 1001, 1008, 1011, 1013
+"""The close codes (RFC 6455); Wyoming has none, its connections count the same ones."""
+
+
+class ConnectionState(Enum):
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+class PeerGone(Exception):
+    """The peer disconnected (or its end of the stream closed): nothing more can be sent."""
+
+
+class SendTimedOut(Exception):
+    """A frame did not leave within ``--send-timeout``: the connection is being closed."""
+
+
+class Transport(Protocol):
+    """The three primitives a face's wire offers; ``receive`` raises :class:`PeerGone` at the end
+    and may raise a :class:`SpeechFault` for a message it cannot even frame."""
+
+    async def receive(self) -> Any: ...
+
+    async def send(self, frame: Any) -> None: ...
+
+    async def close(self, code: int | None) -> None: ...
+
+
+class WebSocketTransport:
+    """A Starlette WebSocket: messages are text or bytes (SageMaker forwards text as binary);
+    frames are text, bytes, or a dict sent as JSON text."""
+
+    def __init__(self, websocket: WebSocket) -> None:
+        self.websocket = websocket
+
+    async def receive(self) -> str | bytes:
+        message = await self.websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            raise PeerGone
+        return message["text"] if message.get("text") is not None else message.get("bytes") or b""
+
+    async def send(self, frame: str | bytes | dict[str, Any]) -> None:
+        try:
+            if isinstance(frame, bytes):
+                await self.websocket.send_bytes(frame)
+            elif isinstance(frame, str):
+                await self.websocket.send_text(frame)
+            else:
+                await self.websocket.send_json(frame)
+        except (WebSocketDisconnect, OSError):
+            raise PeerGone from None
+
+    async def close(self, code: int | None) -> None:
+        if code is not None:
+            await self.websocket.close(code=code)
+
+
+@dataclass(frozen=True)
+class _ErrorFrame:
+    """An error frame in the outbox (counted against ``MAX_PENDING_ERRORS`` until sent)."""
+
+    frame: Any
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """An outbox item the face sends itself, frame by frame (:meth:`Connection.answer`)."""
+
+    item: Any
+
+
+_CLOSE = object()
+
+
+def busy(message: str, request_id: str | None = None) -> SpeechFault:
+    return SpeechFault(ErrorCode.BUSY, message, request_id)
+
+
+class Connection:
+    """One persistent connection; see the module's docstring. Subclasses set ``kind`` (for
+    the log) and override :meth:`handle`, :meth:`fault_frame`, :meth:`answer`,
+    :attr:`has_unsent` and :meth:`release`."""
+
+    kind: ClassVar[str] = "connection"
+
+    def __init__(self, transport: Transport, service: SpeechService, listener: Listener) -> None:
+        self.transport = transport
+        self.service = service
+        self.listener = listener
+        """The connection's share of the queue, for all its requests."""
+        self.state = ConnectionState.OPEN
+        self._outbox: asyncio.Queue[Any] = asyncio.Queue()
+        """Bounded by the faces: ``max_session_requests`` answers, ``MAX_PENDING_ERRORS``
+        error frames, a close marker, and what each face bounds of its own frames."""
+        self._pending_errors = 0
+        self._errors_in_a_row = 0
+        self._sending_frame = False
+        self._last_activity = time.monotonic()
+        self._close_now: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._reading: asyncio.Task[Any] | None = None
+        self._sent = asyncio.Event()
+        """Set after each outbox item is sent (``wait_all_sent`` waits on it)."""
+
+    # --- what a face provides -----------------------------------------------------------
+
+    async def handle(self, message: Any) -> None:
+        """One message from the peer; raise a :class:`SpeechFault` to answer it with an error."""
+        raise NotImplementedError
+
+    @classmethod
+    def fault_frame(cls, fault: SpeechFault) -> Any:
+        """The face's error frame for ``fault``."""
+        raise NotImplementedError
+
+    async def answer(self, item: Any) -> None:
+        """Send an outbox item that is not a frame (a request's audio), frame by frame."""
+        raise NotImplementedError
+
+    @property
+    def has_unsent(self) -> bool:
+        """Something accepted (beyond the outbox) still has audio or text to send."""
+        return False
+
+    async def release(self) -> None:
+        """Cancel everything the connection holds (it is ending, whatever the reason)."""
+
+    # --- the edge -----------------------------------------------------------------------
+
+    @property
+    def idle(self) -> bool:
+        """Nothing left to send and nothing asked: going away now loses no audio (the
+        idle clock and the drain both wait for this)."""
+        return self._outbox.empty() and not self._sending_frame and not self.has_unsent
+
+    def go_away(self, code: int = GOING_AWAY) -> None:
+        """Close now with ``code`` (1001: the server is shutting down); unsent work is dropped."""
+        self.state = ConnectionState.CLOSING
+        if not self._close_now.done():
+            self._close_now.set_result(code)
+
+    def finish(self) -> None:
+        """Read no more; close (1000) once everything queued so far is sent."""
+        self.state = ConnectionState.CLOSING
+        self._outbox.put_nowait(_CLOSE)
+
+    def queue(self, frame: Any) -> None:
+        """Put a frame in the outbox, after everything queued before it."""
+        self._outbox.put_nowait(frame)
+
+    def queue_answer(self, item: Any) -> None:
+        """Put an answer in the outbox: :meth:`answer` sends it when its turn comes."""
+        self._outbox.put_nowait(_Answer(item))
+
+    def accepted(self) -> None:
+        """A good message: the count of bad ones in a row starts again."""
+        self._errors_in_a_row = 0
+
+    def reject(self, fault: SpeechFault) -> None:
+        """Answer a bad message with its error frame, never waiting; or close (1008) a peer
+        that sent ``--max-session-errors`` bad ones in a row (logged once: it reads no more)."""
+        self._errors_in_a_row += 1
+        if self._errors_in_a_row > self.service.settings.max_session_errors:
+            log.warning("closing a %s after %d bad messages in a row (1008)", self.kind, self._errors_in_a_row - 1)
+            self.go_away(POLICY)
+            return
+        self.report(fault)
+
+    def report(self, fault: SpeechFault) -> None:
+        """Queue ``fault``'s error frame, never waiting; a peer that leaves more than
+        ``MAX_PENDING_ERRORS`` of them unread is closed (1008)."""
+        if self._pending_errors >= MAX_PENDING_ERRORS:
+            log.warning("closing a %s with %d unread error frames (1008)", self.kind, self._pending_errors)
+            self.go_away(POLICY)
+            return
+        self.service.metrics.errors.labels(code=str(fault.code)).inc()
+        self._pending_errors += 1
+        self._outbox.put_nowait(_ErrorFrame(self.fault_frame(fault)))
+
+    async def send_within(self, frame: Any) -> None:
+        """Send one frame within ``--send-timeout``, else decide to close (1008) and raise
+        :class:`SendTimedOut`."""
+        timeout_s = self.service.settings.send_timeout_s
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.transport.send(frame)
+        except TimeoutError:
+            log.warning("closing a %s that took no frame for %g s (1008)", self.kind, timeout_s)
+            self.go_away(POLICY)
+            raise SendTimedOut from None
+        self._last_activity = time.monotonic()
+
+    async def wait_all_sent(self) -> None:
+        """Until everything queued is sent (the session's sequential mode)."""
+        while not self.idle:
+            self._sent.clear()
+            await self._sent.wait()
+
+    async def wait_for_room(self, limit: int) -> None:
+        """Until at most ``limit`` items wait in the outbox. Bounded by the send timeout: a
+        peer that stops reading is closed, and this wait cancelled with the connection."""
+        while self._outbox.qsize() > limit:
+            self._sent.clear()
+            await self._sent.wait()
+
+    # --- running ------------------------------------------------------------------------
+
+    async def run(self) -> int | None:
+        """Serve until close, disconnect, a timeout or shutdown; return the close code to
+        send (None: the peer is gone). Everything the connection holds is released before
+        this returns; a task that breaks gives 1011."""
+        receiver = asyncio.create_task(self._receive_loop(), name=f"{self.kind}-receiver")
+        sender = asyncio.create_task(self._send_loop(), name=f"{self.kind}-sender")
+        try:
+            return await self._outcome(receiver, sender)
+        except PeerGone:
+            return None
+        except Exception:
+            log.exception("a %s failed; closing it", self.kind)
+            return INTERNAL
+        finally:
+            self.state = ConnectionState.CLOSED
+            tasks = [receiver, sender, *([self._reading] if self._reading else [])]
+            for task in (*tasks, self._close_now):
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.release()
+
+    async def _outcome(self, receiver: asyncio.Task, sender: asyncio.Task) -> int | None:
+        done, _ = await asyncio.wait((receiver, sender, self._close_now), return_when=asyncio.FIRST_COMPLETED)
+        if self._close_now in done:
+            return self._close_now.result()
+        if receiver in done:
+            receiver.result()  # a peer that left ends the connection here
+            if self.state is not ConnectionState.CLOSING:
+                return None
+            done, _ = await asyncio.wait((sender, self._close_now), return_when=asyncio.FIRST_COMPLETED)
+            if self._close_now in done:
+                return self._close_now.result()
+        error = None if sender.cancelled() else sender.exception()
+        if error is None:
+            return NORMAL
+        if isinstance(error, PeerGone):
+            return None
+        log.error("a %s's sender failed; closing it", self.kind, exc_info=error)
+        return INTERNAL
+
+    async def _receive_loop(self) -> None:
+        while self.state is ConnectionState.OPEN:
+            try:
+                message = await self._receive_or_idle()
+            except SpeechFault as fault:  # a message the transport could not frame
+                self.reject(fault)
+                if getattr(fault, "fatal", False):
+                    self.finish()
+                continue
+            if message is _CLOSE:
+                return
+            try:
+                await self.handle(message)
+            except SpeechFault as fault:
+                self.reject(fault)
+
+    async def _receive_or_idle(self) -> Any:
+        """The next message; ``_CLOSE`` once the connection was idle for ``--idle-timeout``
+        (it is then finishing). The read goes on across the idle checks, so that a face
+        whose messages span several reads (Wyoming) never loses half of one."""
+        idle_timeout_s = self.service.settings.idle_timeout_s
+        while True:
+            remaining = self._last_activity + idle_timeout_s - time.monotonic()
+            if remaining <= 0:
+                if self.idle:
+                    self.service.metrics.sessions_closed.labels(code=str(NORMAL)).inc()
+                    self.finish()
+                    return _CLOSE
+                remaining = idle_timeout_s
+            if self._reading is None:
+                self._reading = asyncio.create_task(self.transport.receive(), name=f"{self.kind}-read")
+            done, _ = await asyncio.wait((self._reading,), timeout=remaining)
+            if not done:
+                continue
+            reading, self._reading = self._reading, None
+            self._last_activity = time.monotonic()
+            return reading.result()
+
+    async def _send_loop(self) -> None:
+        while True:
+            item = await self._outbox.get()
+            if item is _CLOSE:
+                return
+            try:
+                if isinstance(item, _Answer):
+                    await self.answer(item.item)
+                elif isinstance(item, _ErrorFrame):
+                    self._pending_errors -= 1
+                    await self._send_frame(item.frame)
+                else:
+                    await self._send_frame(item)
+            finally:
+                self._sent.set()
+            if self.service.draining and self.idle:
+                self.go_away(GOING_AWAY)  # draining: nothing left to send, nothing lost
+
+    async def _send_frame(self, frame: Any) -> None:
+        self._sending_frame = True
+        try:
+            await self.send_within(frame)
+        finally:
+            self._sending_frame = False
+
+    # --- admission ----------------------------------------------------------------------
+
+    @classmethod
+    async def serve(cls, transport: Transport, service: SpeechService | None) -> None:
+        """Admit and serve a peer, or refuse it with one ``busy`` (the model not loaded,
+        ``--max-sessions`` open, or draining). The server forgets the connection (its
+        slots, its requests) before the close is sent, which a peer that reads nothing never takes."""
+        listener = None if service is None or service.draining else service.admit_session()
+        if service is None or listener is None:
+            await cls._refuse(transport, service)
+            return
+        connection = cls(transport, service, listener)
+        async with registered(service, connection, listener):
+            code = await connection.run()
+        if code is not None and code != NORMAL:  # an idle close is counted when decided
+            service.metrics.sessions_closed.labels(code=str(code)).inc()
+        await _close_within(transport, code)
+
+    @classmethod
+    async def _refuse(cls, transport: Transport, service: SpeechService | None) -> None:
+        if service is None:
+            why = "The model is not loaded yet"
+        elif service.draining:
+            why = "The server is shutting down"
+        else:
+            why = "The server has too many open sessions"
+        fault = busy(f"{why}; try again shortly.")
+        if service is not None:
+            service.metrics.errors.labels(code=ErrorCode.BUSY.value).inc()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                await transport.send(cls.fault_frame(fault))
+        await _close_within(transport, GOING_AWAY if service is not None and service.draining else TRY_LATER)
+
+
+async def _close_within(transport: Transport, code: int | None) -> None:
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(CLOSE_TIMEOUT_S):
+            await transport.close(code)
+
+
+@contextlib.asynccontextmanager
+async def registered(service: SpeechService, connection: Connection, listener: Listener) -> AsyncIterator[None]:
+    """Count an admitted connection as a session while it runs, so that ``--max-sessions``,
+    the budgets, the metrics and the drain on SIGTERM see it."""
+    service.sessions.add(connection)
+    try:
+        yield
+    finally:
+        service.sessions.discard(connection)
+        service.release_session(listener)
+

@@ -1,0 +1,272 @@
+"""One edge for every persistent face (issue 27): the session, Cartesia's socket and Wyoming
+share the send timeout, the idle clock and the drain of `voicestream.server.connection`.
+
+One real `voicestream serve` process for the module, with a 3 s ``--send-timeout``, a 4 s
+``--idle-timeout`` and a Wyoming port. Every check reads the server's own accounting
+(sessions open, queue depth, closes by code), never a wall-clock bound: each face's peer
+that stops reading, or never speaks, is closed by the server while the peer still holds its
+end open, its slots are freed, and a new client on that face is then served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+from tests.server.test_limits import LONG_TEXT
+from tests.server.wire import (
+    WirePeer,
+    connect_non_reader,
+    metric,
+    serve_process,
+    until_above,
+    until_zero,
+    ws_url,
+)
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+from wyoming.audio import AudioStop
+from wyoming.client import AsyncTcpClient
+from wyoming.event import Event
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeVoice
+
+from voicestream.server import free_port
+
+pytestmark = pytest.mark.timeout(400)
+
+SEND_TIMEOUT_S = 3
+IDLE_TIMEOUT_S = 4
+EXITED_ON_SIGTERM = -signal.SIGTERM
+ACTIVE = "voicestream_active_sessions"
+DEPTH = "voicestream_queue_depth"
+
+
+def closed(code: int) -> str:
+    return f'voicestream_sessions_closed_total{{code="{code}"}}'
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    wyoming_port: int
+
+    @property
+    def wyoming_url(self) -> str:
+        """The Wyoming port as a URL, for `connect_non_reader`."""
+        return f"http://127.0.0.1:{self.wyoming_port}"
+
+
+def cartesia_url(base_url: str) -> str:
+    return base_url.replace("http://", "ws://") + "/tts/websocket"
+
+
+def cartesia_message(context_id: str, transcript: str, **extra: object) -> str:
+    return json.dumps({"context_id": context_id, "transcript": transcript, "voice": {"mode": "id", "id": "af_heart"},
+                       "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}, **extra})
+
+
+@contextlib.contextmanager
+def _serve(engine, *flags: str) -> Iterator[tuple[object, Server]]:
+    port = free_port()
+    with serve_process(engine.files.model_path.parent, "--wyoming-port", str(port), *flags) as (process, url):
+        yield process, Server(url, port)
+
+
+@pytest.fixture(scope="module")
+def server(engine) -> Iterator[Server]:
+    """Small timeouts and a small listener budget: a peer that reads nothing backs up soon."""
+    with _serve(engine, "--send-timeout", str(SEND_TIMEOUT_S), "--idle-timeout", str(IDLE_TIMEOUT_S),
+                "--listener-budget-bytes", "100000") as (_, started):
+        yield started
+
+
+# --- each face: a peer that never reads, one that never speaks, one that is served ----------
+
+
+async def _session_non_reader(server: Server) -> Callable[[], None]:
+    ws = await connect(ws_url(server.url), sock=await connect_non_reader(server.url), max_size=None, max_queue=1,
+                       compression=None)
+    await ws.send(json.dumps({"text": LONG_TEXT, "sample_rate": 48000, "request_id": "unread"}))
+    return ws.transport.abort
+
+
+async def _cartesia_non_reader(server: Server) -> Callable[[], None]:
+    ws = await connect(cartesia_url(server.url), sock=await connect_non_reader(server.url), max_size=None,
+                       max_queue=1, compression=None)
+    f32 = {"container": "raw", "encoding": "pcm_f32le", "sample_rate": 48000}  # 256 kB of JSON a second
+    await ws.send(cartesia_message("unread", LONG_TEXT, output_format=f32))
+    return ws.transport.abort
+
+
+async def _wyoming_non_reader(server: Server) -> Callable[[], None]:
+    sock = await connect_non_reader(server.wyoming_url)
+    event = Synthesize(text=LONG_TEXT).event()
+    data = json.dumps(event.data).encode()
+    header = json.dumps({"type": event.type, "data_length": len(data)}).encode() + b"\n"
+    await asyncio.get_running_loop().sock_sendall(sock, header + data)
+    return sock.close
+
+
+async def _session_served(server: Server) -> None:
+    peer = await WirePeer.open(server.url)
+    await peer.send({"text": "Served after the hog.", "request_id": "next"})
+    assert (await peer.answer(timeout=120)).kinds == ["synthesis_start", "synthesis_complete"]
+    await peer.close()
+
+
+async def _cartesia_until(ws: ClientConnection, kind: str) -> bytes:
+    """Answers up to the first of ``kind``; the audio before it."""
+    audio = bytearray()
+    async with asyncio.timeout(120):
+        while (answer := json.loads(await ws.recv()))["type"] != kind:
+            assert answer["type"] != "error", answer
+            if answer["type"] == "chunk":
+                audio += base64.b64decode(answer["data"])
+    return bytes(audio)
+
+
+async def _cartesia_served(server: Server) -> None:
+    async with connect(cartesia_url(server.url), max_size=None) as ws:
+        await ws.send(cartesia_message("next", "Served after the hog."))
+        assert await _cartesia_until(ws, "done")
+
+
+async def _wyoming_sentence(client: AsyncTcpClient) -> None:
+    """Events up to an ``audio-stop``."""
+    async with asyncio.timeout(120):
+        while True:
+            event = await client.read_event()
+            assert event is not None and event.type != "error", event
+            if AudioStop.is_type(event.type):
+                return
+
+
+async def _wyoming_served(server: Server) -> None:
+    async with AsyncTcpClient("127.0.0.1", server.wyoming_port) as client:
+        await client.write_event(Synthesize(text="Served after the hog.").event())
+        await _wyoming_sentence(client)
+
+
+async def _websocket_silent(url: str) -> Callable[[], Awaitable[None]]:
+    ws = await connect(url, max_size=None)
+    return ws.close
+
+
+async def _session_silent(server: Server) -> Callable[[], Awaitable[None]]:
+    return await _websocket_silent(ws_url(server.url))
+
+
+async def _cartesia_silent(server: Server) -> Callable[[], Awaitable[None]]:
+    return await _websocket_silent(cartesia_url(server.url))
+
+
+async def _wyoming_silent(server: Server) -> Callable[[], Awaitable[None]]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.wyoming_port)
+
+    async def close() -> None:
+        writer.close()
+
+    return close
+
+
+FACES = {
+    "session": (_session_non_reader, _session_silent, _session_served),
+    "cartesia": (_cartesia_non_reader, _cartesia_silent, _cartesia_served),
+    "wyoming": (_wyoming_non_reader, _wyoming_silent, _wyoming_served),
+}
+
+
+@pytest.mark.parametrize("face", FACES)
+async def test_a_peer_that_stops_reading_is_closed_at_the_send_timeout_and_frees_its_slots(
+    server: Server, face: str,
+) -> None:
+    """A long answer to a peer that never reads: the server closes it (1008, counted) while
+    the peer still holds its end open, its request ends, its session slot and queue slots are
+    free, and a new client on the same face is served. Before issue 27 Cartesia's and
+    Wyoming's senders waited for such a peer forever."""
+    non_reader, _, served = FACES[face]
+    before = await metric(server.url, closed(1008))
+    abort = await non_reader(server)
+    try:
+        await until_above(server.url, closed(1008), before, timeout_s=240)
+        await until_zero(server.url, ACTIVE, DEPTH)
+        assert await metric(server.url, closed(1008)) == before + 1
+        await served(server)
+    finally:
+        abort()
+
+
+@pytest.mark.parametrize("face", FACES)
+async def test_a_peer_that_never_speaks_is_closed_at_the_idle_timeout(server: Server, face: str) -> None:
+    """A peer that connects and sends nothing is closed by the server (an idle close, 1000,
+    counted) while it still holds its end open. Wyoming had no idle timeout."""
+    _, silent, _ = FACES[face]
+    before = await metric(server.url, closed(1000))
+    close = await silent(server)
+    try:
+        await until_above(server.url, ACTIVE, 0)
+        await until_zero(server.url, ACTIVE, timeout_s=120)
+        assert await metric(server.url, closed(1000)) == before + 1
+    finally:
+        await close()
+
+
+async def test_an_open_cartesia_context_with_nothing_left_to_say_goes_idle(server: Server) -> None:
+    """A context left open (``continue: true``) whose audio is all out asks nothing: the
+    socket is idle and closed at the idle timeout (before, an open context kept it forever)."""
+    before = await metric(server.url, closed(1000))
+    async with connect(cartesia_url(server.url), max_size=None) as ws:
+        await ws.send(cartesia_message("open", "Hello there.", **{"continue": True, "flush": True}))
+        assert await _cartesia_until(ws, "flush_done")
+        with pytest.raises(ConnectionClosed) as ended:
+            await asyncio.wait_for(ws.recv(), 120)
+    assert ended.value.rcvd is not None and ended.value.rcvd.code == 1000
+    await until_zero(server.url, ACTIVE)
+    assert await metric(server.url, closed(1000)) == before + 1
+
+
+# --- drain: an open stream with nothing left to say does not hold the shutdown ------------------
+
+
+@pytest.fixture
+def draining_server(engine) -> Iterator[tuple[object, Server]]:
+    """A grace far longer than any test: a server that waits for it never exits in time."""
+    with _serve(engine, "--grace-s", "600") as started:
+        yield started
+
+
+async def _exits_on_sigterm(process) -> int:
+    process.send_signal(signal.SIGTERM)
+    return await asyncio.to_thread(process.wait, 120)
+
+
+async def test_sigterm_ends_an_open_cartesia_context_with_nothing_left_to_say(draining_server) -> None:
+    process, server = draining_server
+    async with connect(cartesia_url(server.url), max_size=None) as ws:
+        await ws.send(cartesia_message("open", "Hello there.", **{"continue": True, "flush": True}))
+        assert await _cartesia_until(ws, "flush_done")
+        exiting = asyncio.create_task(_exits_on_sigterm(process))
+        with pytest.raises(ConnectionClosed) as ended:
+            await asyncio.wait_for(ws.recv(), 120)
+    assert ended.value.rcvd is not None and ended.value.rcvd.code == 1001
+    assert await exiting == EXITED_ON_SIGTERM
+
+
+async def test_sigterm_ends_an_open_wyoming_stream_with_nothing_left_to_say(draining_server) -> None:
+    process, server = draining_server
+    async with AsyncTcpClient("127.0.0.1", server.wyoming_port) as client:
+        await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name="af_heart")).event())
+        await client.write_event(SynthesizeChunk(text="Hello there. ").event())
+        await _wyoming_sentence(client)
+        exiting = asyncio.create_task(_exits_on_sigterm(process))
+        async with asyncio.timeout(120):
+            while (event := await client.read_event()) is not None:
+                assert isinstance(event, Event)
+    assert await exiting == EXITED_ON_SIGTERM
+

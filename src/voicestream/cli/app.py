@@ -265,10 +265,10 @@ def serve(
                           "accepted.")
     ] = 1_048_576,
     idle_timeout: Annotated[
-        float, typer.Option("--idle-timeout", help="Close a session that received no message, sent no frame and "
-                            "has nothing left to send for this many seconds; a Cartesia socket is closed after "
-                            "each such period without a message if no context is open. Wyoming connections "
-                            "have no idle timeout.")
+        float, typer.Option("--idle-timeout", help="Close a connection (a session, a Cartesia socket, a Wyoming "
+                            "connection) that received no message, sent no frame and has nothing left to send "
+                            "for this many seconds; an open Cartesia context or Wyoming stream waiting for more "
+                            "text has nothing left to send.")
     ] = 300.0,
     stale_after: Annotated[
         float, typer.Option("--stale-after", help="Answer `request_stale` for a request that waited this many "
@@ -287,9 +287,9 @@ def serve(
                           "closes it with 1008.")
     ] = 4096,
     send_timeout: Annotated[
-        float, typer.Option("--send-timeout", help="Close a session (1008) that takes no frame, or drop a streamed "
-                            "HTTP response that takes no body chunk, for this many seconds; the Cartesia "
-                            "socket and Wyoming connections have no send timeout.")
+        float, typer.Option("--send-timeout", help="Close a connection (a session, a Cartesia socket, a Wyoming "
+                            "connection: 1008) that takes no frame, or drop a streamed HTTP response that takes "
+                            "no body chunk, for this many seconds; its requests end and its slots are freed.")
     ] = 60.0,
     max_whole_files: Annotated[
         int, typer.Option("--max-whole-files", help="POST /invocations `stream: false` responses prepared at once; "

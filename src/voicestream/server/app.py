@@ -57,7 +57,8 @@ class ServerState:
 
     async def drain(self) -> None:
         """SIGTERM: refuse new sessions and requests, let accepted ones finish within
-        ``grace_s``, then close the sessions that remain with 1001 (going away)."""
+        ``grace_s``, then close the sessions that remain with 1001 (going away). A
+        connection with nothing left to send goes away at once (`Connection.idle`)."""
         self.draining = True
         service = self.service
         if service is None:
@@ -68,6 +69,9 @@ class ServerState:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.settings.grace_s):
                 while not service.drained:
+                    for session in list(service.sessions):
+                        if session.idle:
+                            session.go_away()
                     await asyncio.sleep(0.05)
         if not service.drained:
             log.warning("grace period over: dropping %d unfinished requests", service.scheduler.depth)

@@ -167,7 +167,7 @@ async def _cartesia_silent(server: Server) -> Callable[[], Awaitable[None]]:
 
 
 async def _wyoming_silent(server: Server) -> Callable[[], Awaitable[None]]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", server.wyoming_port)
+    _, writer = await asyncio.open_connection("127.0.0.1", server.wyoming_port)
 
     async def close() -> None:
         writer.close()

@@ -15,7 +15,7 @@ a peer that stops reading frees its slots at that timeout on every face. The idl
 runs while nothing was received, nothing sent, and :attr:`idle` holds (nothing left to send
 and nothing asked, whatever is open): a peer that never speaks is closed at
 ``--idle-timeout`` (1000). Draining for shutdown, a connection goes away (1001) as soon as it
-is idle, and at the end of the grace whatever it holds.
+is idle (the drain asks every connection), and at the end of the grace whatever it holds.
 
 States, as Starlette's ``WebSocketState`` guards a socket's: OPEN (reading and answering),
 CLOSING (reading no more: answering what was accepted, or about to close), CLOSED. Once
@@ -242,6 +242,12 @@ class Connection:
             raise SendTimedOut from None
         self._last_activity = time.monotonic()
 
+    async def send_fault(self, fault: SpeechFault) -> None:
+        """Send ``fault``'s error frame now, from the sender (a request that failed while
+        being sent: its error takes its place in the order)."""
+        self.service.metrics.errors.labels(code=str(fault.code)).inc()
+        await self.send_within(self.fault_frame(fault))
+
     async def wait_all_sent(self) -> None:
         """Until everything queued is sent (the session's sequential mode)."""
         while not self.idle:
@@ -350,8 +356,6 @@ class Connection:
                     await self._send_frame(item)
             finally:
                 self._sent.set()
-            if self.service.draining and self.idle:
-                self.go_away(GOING_AWAY)  # draining: nothing left to send, nothing lost
 
     async def _send_frame(self, frame: Any) -> None:
         self._sending_frame = True

@@ -29,7 +29,6 @@ from voicestream.protocol import (
     CancelRequest,
     CloseRequest,
     ErrorCode,
-    ErrorFrame,
     SpeechFault,
     SynthesisCancelled,
     SynthesisComplete,
@@ -128,22 +127,20 @@ class BidiSession(Connection):
 
     async def _send_request(self, accepted: _Accepted) -> None:
         rid = accepted.request.request_id or ""
-        code = ErrorCode.INTERNAL
         try:
             final = await self._speak(accepted, rid)
         except (PeerGone, SendTimedOut):
             raise
         except SpeechFault as failure:  # logged where it happened
-            code, message = failure.code, failure.message
+            fault = SpeechFault(failure.code, failure.message, rid)
         except Exception:
             log.exception("sending a request failed", extra={"request_id": rid})
-            message = "Synthesis failed for this request."
+            fault = SpeechFault(ErrorCode.INTERNAL, "Synthesis failed for this request.", rid)
         else:
             await self.send_within(final.to_json())
             return
         accepted.job.cancel()
-        self.service.metrics.errors.labels(code=str(code)).inc()
-        await self.send_within(ErrorFrame(request_id=rid, code=code, message=message).to_json())
+        await self.send_fault(fault)
 
     async def _speak(self, accepted: _Accepted, rid: str) -> SynthesisComplete | SynthesisCancelled:
         """Send the start frame and the audio; return the frame that ends the request."""

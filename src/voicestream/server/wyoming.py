@@ -16,7 +16,9 @@ types and framing):
 
 A bad event is answered with an ``error`` event and the connection goes on; an event
 whose declared sizes exceed ``--max-body-bytes`` cannot be skipped safely and ends the
-connection after its ``error``.
+connection after its ``error``. Events are answered in order by one sender, under the edge
+every face shares (`voicestream.server.connection`: send and idle timeouts, error budget,
+drain); this module only frames, parses and formats.
 """
 
 from __future__ import annotations
@@ -286,7 +288,7 @@ class WyomingConnection(Connection):
                 finally:
                     self._speaking = False
         except SpeechFault as fault:
-            self.report(fault)
+            await self.send_fault(fault)
         finally:
             speech.cancel()  # a no-op once all of it was sent
             if speech in self._utterances:

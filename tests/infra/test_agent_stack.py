@@ -7,18 +7,22 @@ from pathlib import Path
 
 import pytest
 from aws_cdk.assertions import Match, Template
+from tests.infra.assemblies import AGENT_PROFILE as PROFILE
 from tests.infra.iam_checks import actions_of, assert_least_privilege, resources_of
 
 from voicestream.infra.agent_stack import agent_app
 from voicestream.infra.config import AGENT_STACK, RUNTIME_NAME_PATTERN, AgentDeployment, ConfigError
 
-PROFILE = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
 IMAGE_URI = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/my-agent:v7"
 
 
 def synthesize(deployment: AgentDeployment, outdir: Path) -> tuple[dict, dict]:
     """The stack's template and asset manifest."""
     agent_app(deployment, str(outdir)).synth()
+    return read_assembly(outdir)
+
+
+def read_assembly(outdir: Path) -> tuple[dict, dict]:
     return (
         json.loads((outdir / f"{AGENT_STACK}.template.json").read_text()),
         json.loads((outdir / f"{AGENT_STACK}.assets.json").read_text()),
@@ -26,9 +30,9 @@ def synthesize(deployment: AgentDeployment, outdir: Path) -> tuple[dict, dict]:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
+def built(agent_assembly: Path) -> tuple[dict, dict]:
     """The default: the image built from docker/agent.Dockerfile, a cross-region inference profile."""
-    return synthesize(AgentDeployment(PROFILE), tmp_path_factory.mktemp("agent"))
+    return read_assembly(agent_assembly)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import pytest
 from typer.testing import CliRunner
 
 from voicestream.infra import cli as infra_cli
-from voicestream.infra.config import AgentDeployment, SpeechDeployment
 from voicestream.infra.toolkit import CDK_CLI_VERSION, CdkCliMissing, find_cdk
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +80,7 @@ def test_missing_cdk_cli_says_how_to_install_it(tmp_path: Path, monkeypatch: pyt
     assert result.exit_code == 2 and f"aws-cdk@{CDK_CLI_VERSION}" in result.output
 
 
-def test_the_pinned_cdk_cli_reads_the_synthesized_assemblies(tmp_path: Path) -> None:
+def test_the_pinned_cdk_cli_reads_the_synthesized_assemblies(speech_assembly: Path, agent_assembly: Path) -> None:
     """A CDK CLI older than the locked aws-cdk-lib refuses its cloud assembly: this is the pin's test."""
     try:
         cdk = find_cdk(REPO)
@@ -89,16 +88,11 @@ def test_the_pinned_cdk_cli_reads_the_synthesized_assemblies(tmp_path: Path) -> 
         pytest.skip(f"the CDK CLI is not installed (.ci/run installs aws-cdk@{CDK_CLI_VERSION})")
     version = subprocess.run([cdk, "--version"], capture_output=True, text=True, timeout=60, check=True).stdout
     assert version.split()[0] == CDK_CLI_VERSION
-    from voicestream.infra.agent_stack import agent_app
-    from voicestream.infra.speech_stacks import speech_app
-
-    speech_app(SpeechDeployment(), str(tmp_path / "speech")).synth()
-    agent_app(AgentDeployment("amazon.nova-lite-v1:0"), str(tmp_path / "agent")).synth()
     environment = {**os.environ, "CDK_DISABLE_CLI_TELEMETRY": "true"}
-    for assembly, stacks in (("speech", ["VoicestreamSpeechFoundation", "VoicestreamSpeechKokoro82m"]),
-                             ("agent", ["VoicestreamAgent"])):
+    for assembly, stacks in ((speech_assembly, ["VoicestreamSpeechFoundation", "VoicestreamSpeechKokoro82m"]),
+                             (agent_assembly, ["VoicestreamAgent"])):
         listed = subprocess.run(
-            [cdk, "ls", "--no-notices", "--app", str(tmp_path / assembly)],
+            [cdk, "ls", "--no-notices", "--app", str(assembly)],
             capture_output=True, text=True, timeout=120, env=environment, check=False,
         )
         assert listed.returncode == 0, listed.stderr

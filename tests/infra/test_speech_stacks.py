@@ -1,6 +1,7 @@
 """The speech app, synthesized offline (jsii, no AWS) and held to issue 9's checklist.
 
-Each deployment is synthesized once for the module: synthesis starts node and is slow.
+Each deployment is synthesized once (the defaults once per run, tests/infra/conftest.py):
+synthesis starts node and is slow.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import botocore.session
 import pytest
 from aws_cdk.assertions import Match, Template
+from aws_cdk.cx_api import CloudAssembly
 from tests.infra.iam_checks import actions_of, assert_least_privilege, resources_of
 
 from voicestream.infra.config import (
@@ -33,7 +35,7 @@ class Synthesized:
     """One synthesized speech app: its templates and asset manifests, by stack name."""
 
     def __init__(self, deployment: SpeechDeployment, outdir: Path) -> None:
-        assembly = speech_app(deployment, str(outdir)).synth()
+        assembly = CloudAssembly(str(outdir))
         self.deployment = deployment
         self.templates = {s.stack_name: s.template for s in assembly.stacks}
         self.assets = {
@@ -53,9 +55,9 @@ class Synthesized:
 
 
 @pytest.fixture(scope="module")
-def gpu(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+def gpu(speech_assembly: Path) -> Synthesized:
     """The defaults: ml.g5.xlarge, 1 to 4 instances, the CUDA image built here, baked-in weights."""
-    return Synthesized(SpeechDeployment(), tmp_path_factory.mktemp("gpu"))
+    return Synthesized(SpeechDeployment(), speech_assembly)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +70,9 @@ def cpu_fp16(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     deployment = SpeechDeployment(
         instance_type="ml.c7i.xlarge", min_instances=2, max_instances=6, weights_dir=weights, weights_variant="fp16"
     )
-    return Synthesized(deployment, tmp_path_factory.mktemp("cpu"))
+    outdir = tmp_path_factory.mktemp("cpu")
+    speech_app(deployment, str(outdir)).synth()
+    return Synthesized(deployment, outdir)
 
 
 @pytest.fixture(scope="module", params=["gpu", "cpu_fp16"])

@@ -263,3 +263,34 @@ def bench_gpu(
         stderr.print(f"[red]error:[/red] {refused}")
         raise typer.Exit(2) from None
     publish(report, json_file, plot_file)
+
+
+@bench_app.command("memory")
+def bench_memory(
+    sessions: Annotated[int, typer.Option(min=1, help="Concurrent sessions of the load.")] = 4,
+    rounds: Annotated[int, typer.Option(min=1, help="Texts each session speaks, one after another.")] = 3,
+    idle_s: Annotated[float, typer.Option("--idle-s", min=0, help="Seconds idle before each idle reading.")] = 10.0,
+    trials: Trials = 5,
+    adversarial: Annotated[
+        bool, typer.Option("--adversarial/--no-adversarial", help="Add the adversarial texts of bench chaos to the load.")
+    ] = True,
+    env: Annotated[
+        list[str], typer.Option("--env", help="KEY=VALUE for one more server, as shipped but with these (repeatable).")
+    ] = [],  # noqa: B006 - typer reads the default
+    model_dir: ModelDir = None,
+    json_file: JsonFile = None,
+    plot_file: PlotFile = None,
+) -> None:
+    """A `voicestream serve` process's memory idle, at its peak, after a load and after an idle spell,
+    with the engine's idle release on and off (and --env's variant), and the first request after idling."""
+    from voicestream.bench.memory import CONFIGURATIONS, measure_memory
+    from voicestream.bench.report import publish
+
+    configurations = dict(CONFIGURATIONS)
+    if env:
+        extra = dict(pair.split("=", 1) for pair in env)
+        configurations[" ".join(env)] = extra
+    serve_args = ["--model-dir", str(model_dir)] if model_dir else []
+    report = measure_memory(sessions, rounds, idle_s, trials, adversarial, serve_args=serve_args,
+                            configurations=configurations)
+    publish(report, json_file, plot_file)

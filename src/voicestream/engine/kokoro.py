@@ -10,7 +10,6 @@ use :meth:`KokoroEngine.plan` and :meth:`KokoroEngine.render_parts`; scripts use
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import threading
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from voicestream.cpus import available_cpus
+from voicestream.engine import memory
 from voicestream.engine.alignment import PieceWords, offset_words, shift_words, time_words
 from voicestream.engine.errors import (
     DeviceUnavailableError,
@@ -141,24 +141,6 @@ def session_options(threads: int) -> ort.SessionOptions:
     # Idle worker threads sleep instead of spinning: on a few shared cores a spinning pool
     # takes CPU from the LLM and the other runs between this session's runs.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
-
-
-@functools.cache
-def _shrinking_run_options() -> ort.RunOptions:
-    """Run options that hand the CPU arena's memory back after each run.
-
-    ONNX Runtime's arena keeps the largest buffers each input length ever needed, so a
-    server's memory only ratcheted up with every new sentence length (measured, two passes
-    over four texts: 407 -> 1,196 MB); shrinking after each run keeps it flat (433 -> 434 MB)
-    at the arena's speed within a run (CPU time 45.0 s against 41.2 s, within this machine's
-    noise; no arena at all cost 61.6 s; a one-off script, not a bench). Made once: every
-    piece's run shares it. See docs/RELIABILITY.md.
-    """
-    import onnxruntime as ort
-
-    options = ort.RunOptions()
-    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
     return options
 
 
@@ -399,7 +381,7 @@ class KokoroEngine:
             return
         key = self._threads_key(threads)
         if not piece.windowed or self._split is None:
-            outputs = self._sessions[key].run(self._outputs, feed, _shrinking_run_options())
+            outputs = memory.run(self._sessions[key], self._outputs, feed)
             durations = np.asarray(outputs[1]).ravel() if len(outputs) > 1 else None
             yield self._fitted(piece, np.asarray(outputs[0], dtype=np.float32).ravel(), durations)
             return
@@ -420,7 +402,6 @@ class KokoroEngine:
                 self._split_models[threads] = SplitModel(
                     _session(self._split.front, self._providers, threads),
                     _session(self._split.vocoder, self._providers, threads),
-                    _shrinking_run_options(),
                 )
             return self._split_models[threads]
 

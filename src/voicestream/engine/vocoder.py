@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from voicestream.engine import memory
 from voicestream.engine.graph import FRAME_SAMPLES, VOCODER_FEATURES, VOCODER_SOURCE, VOCODER_STYLE
 
 if TYPE_CHECKING:
@@ -113,14 +114,13 @@ def plan_windows(start: int, stop: int, first_frames: int, seams: Sequence[int] 
 class SplitModel:
     """The front and the vocoder as two ONNX Runtime sessions of one thread count."""
 
-    def __init__(self, front: ort.InferenceSession, vocoder: ort.InferenceSession, run_options: ort.RunOptions) -> None:
+    def __init__(self, front: ort.InferenceSession, vocoder: ort.InferenceSession) -> None:
         self._front = front
         self._vocoder = vocoder
-        self._run_options = run_options
         self._front_outputs = [output.name for output in front.get_outputs()]
 
     def front(self, feed: dict[str, np.ndarray]) -> Front:
-        values = dict(zip(self._front_outputs, self._front.run(self._front_outputs, feed, self._run_options), strict=True))
+        values = dict(zip(self._front_outputs, memory.run(self._front, self._front_outputs, feed), strict=True))
         durations = next(value for name, value in values.items() if name not in (VOCODER_FEATURES, VOCODER_STYLE, VOCODER_SOURCE))
         return Front(values[VOCODER_FEATURES], values[VOCODER_STYLE], values[VOCODER_SOURCE], np.asarray(durations).ravel())
 
@@ -183,7 +183,7 @@ class SplitModel:
             axis=2,
         )
         feed = {VOCODER_FEATURES: features, VOCODER_STYLE: front.style, VOCODER_SOURCE: source}
-        return np.asarray(self._vocoder.run(None, feed, self._run_options)[0], dtype=np.float32).ravel()
+        return np.asarray(memory.run(self._vocoder, None, feed)[0], dtype=np.float32).ravel()
 
 
 def _silence_beside(frames: int, edges: tuple[int, int], low: int, high: int) -> tuple[int, int]:

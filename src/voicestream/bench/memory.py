@@ -1,0 +1,201 @@
+"""``voicestream bench memory``: a speech server's memory before a load, at its peak, after it,
+and after an idle spell, with and without the engine's idle release (`voicestream.engine.memory`).
+
+Each configuration is a `voicestream serve` process on 127.0.0.1 (its environment is what
+differs), and every one gets the same load at the same time, so that the machine's noise is
+theirs alike: sessions speaking texts of every length from one sentence to a monologue,
+fuzzed sessions (bad messages among short texts) and the adversarial texts of
+`voicestream bench chaos`. Memory is the process's resident set, read from /proc. The render
+time the release costs is the first request after an idle spell (the release has run, and
+the next runs fault their pages in again), the configurations taking turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from websockets.asyncio.client import connect
+
+from voicestream.bench.chaos import (
+    LONG_TEXT,
+    fault_adversarial_texts,
+    fuzz,
+    run_probes,
+    session_url,
+    valid_probe,
+)
+from voicestream.bench.report import Report, Table, machine_context
+from voicestream.bench.texts import BLOCK, LATENCY_ANSWER, LOAD_TEXT, MONOLOGUE, RTF_INPUTS
+from voicestream.engine.memory import DEFAULT_RELEASE_AFTER_S, RELEASE_AFTER_ENV
+
+LOAD_TEXTS = (*RTF_INPUTS.values(), BLOCK, LATENCY_ANSWER, LOAD_TEXT, MONOLOGUE, LONG_TEXT)
+"""From 12 to about 1,300 characters: ONNX Runtime and malloc see many input lengths."""
+PROBE_TEXT = RTF_INPUTS["medium"]
+CONFIGURATIONS = {"idle release on (as shipped)": {}, "idle release off": {RELEASE_AFTER_ENV: "0"}}
+SAMPLE_EVERY_S = 0.5
+
+
+@dataclass
+class Server:
+    """One `voicestream serve` process and what was measured of it."""
+
+    label: str
+    process: asyncio.subprocess.Process
+    base_url: str
+    idle_mb: float = 0.0
+    peak_mb: float = 0.0
+    loaded_mb: float = 0.0
+    rested_mb: float = 0.0
+    completed: int = 0
+    sent: int = 0
+    first_audio_s: list[float] = field(default_factory=list)
+    request_s: list[float] = field(default_factory=list)
+
+
+def resident_mb(pid: int) -> float:
+    """The process's resident set (VmRSS), in MB."""
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+
+@contextlib.asynccontextmanager
+async def serving(label: str, env: dict[str, str], serve_args: Sequence[str]) -> AsyncIterator[Server]:
+    """`voicestream serve` with ``env`` added to this process's environment, once it answers /ping."""
+    import httpx
+
+    from voicestream.asgi import free_port
+
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "voicestream.cli", "serve", "--port", str(port), "--log-level", "warning",
+        *serve_args, env={**os.environ, **env},
+    )
+    server = Server(label, process, f"http://127.0.0.1:{port}")
+    try:
+        async with asyncio.timeout(300), httpx.AsyncClient() as client:
+            while process.returncode is None:
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get(f"{server.base_url}/ping")).status_code == 200:
+                        break
+                await asyncio.sleep(0.3)
+        if process.returncode is not None:
+            raise RuntimeError(f"the speech server ({label}) exited while starting")
+        yield server
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def _speak(server: Server, texts: Sequence[str], prefix: str) -> None:
+    """One session speaking ``texts`` in order; counts what completed."""
+    report = await run_probes(server.base_url, [valid_probe(f"{prefix}-{i}", text) for i, text in enumerate(texts)], 900)
+    server.sent += report.valid_sent
+    server.completed += report.completed
+
+
+async def _load(server: Server, sessions: int, rounds: int, adversarial: bool, seed: int) -> None:
+    """Sessions speaking texts of every length, fuzzed sessions, then the adversarial texts;
+    the resident set sampled all along (its highest is the peak)."""
+
+    async def sample() -> None:
+        while True:
+            server.peak_mb = max(server.peak_mb, resident_mb(server.process.pid))
+            await asyncio.sleep(SAMPLE_EVERY_S)
+
+    sampler = asyncio.create_task(sample())
+    try:
+        plans = [[LOAD_TEXTS[(s + r) % len(LOAD_TEXTS)] for r in range(rounds)] for s in range(sessions)]
+        await asyncio.gather(
+            *(_speak(server, plan, f"s{index}") for index, plan in enumerate(plans)),
+            fuzz(server.base_url, 2, 12, seed),
+        )
+        if adversarial:
+            await fault_adversarial_texts(server.base_url, server.process.pid)
+    finally:
+        sampler.cancel()
+        await asyncio.gather(sampler, return_exceptions=True)
+    server.peak_mb = max(server.peak_mb, resident_mb(server.process.pid))
+
+
+async def _timed_request(server: Server, text: str) -> None:
+    """One request on a new session: seconds to its first audio and to its end."""
+    async with connect(session_url(server.base_url), max_size=None) as ws:
+        started, first = time.monotonic(), None
+        await ws.send(json.dumps({"text": text, "request_id": "probe"}))
+        async with asyncio.timeout(120):
+            while True:
+                frame = await ws.recv()
+                if isinstance(frame, bytes):
+                    first = first or time.monotonic() - started
+                elif json.loads(frame)["type"] != "synthesis_start":
+                    break
+        if first is None or json.loads(frame)["type"] != "synthesis_complete":
+            raise RuntimeError(f"the timed request failed on {server.label}: {frame}")
+        server.first_audio_s.append(first)
+        server.request_s.append(time.monotonic() - started)
+
+
+async def _measure(
+    configurations: dict[str, dict[str, str]], sessions: int, rounds: int, idle_s: float, trials: int,
+    adversarial: bool, seed: int, serve_args: Sequence[str],
+) -> list[Server]:
+    async with contextlib.AsyncExitStack() as stack:
+        servers = [await stack.enter_async_context(serving(label, env, serve_args))
+                   for label, env in configurations.items()]
+        for server in servers:  # every kind of run once (first pieces windowed, later ones whole)
+            await _speak(server, [RTF_INPUTS["short"], RTF_INPUTS["long"]], "warm")
+        await asyncio.sleep(idle_s)
+        for server in servers:
+            server.idle_mb = resident_mb(server.process.pid)
+        await asyncio.gather(*(_load(server, sessions, rounds, adversarial, seed) for server in servers))
+        for server in servers:
+            server.loaded_mb = resident_mb(server.process.pid)
+        await asyncio.sleep(idle_s)
+        for server in servers:
+            server.rested_mb = resident_mb(server.process.pid)
+        for _ in range(trials):  # in turn: the one timed runs alone
+            for server in servers:
+                await asyncio.sleep(DEFAULT_RELEASE_AFTER_S + 1.5)
+                await _timed_request(server, PROBE_TEXT)
+        return servers
+
+
+def measure_memory(
+    sessions: int = 4, rounds: int = 3, idle_s: float = 10.0, trials: int = 5, adversarial: bool = True, seed: int = 1,
+    serve_args: Sequence[str] = (), configurations: dict[str, dict[str, str]] = CONFIGURATIONS,
+) -> Report:
+    """Run every configuration's server through the same load at once; one row each."""
+    context = machine_context()
+    servers = asyncio.run(_measure(configurations, sessions, rounds, idle_s, trials, adversarial, seed, serve_args))
+    memory = Table(
+        "Speech server memory before and after a load (resident set, MB)",
+        ["server", "idle after warm-up", "peak during the load", "right after the load", f"after {idle_s:g} s idle",
+         "after idle / before", "requests completed"],
+        note=(f"Load: {sessions} sessions speaking {rounds} texts each (12 to {max(map(len, LOAD_TEXTS)):,} "
+              "characters), 2 fuzzed sessions of 12 messages" + (", the 6 adversarial texts of bench chaos" if
+                                                                  adversarial else "") + ", every server at once."),
+    )
+    cost = Table(
+        "The first request after an idle spell (the idle release has run)",
+        ["server", "first audio ms (median)", "whole request ms (median)", "trials"],
+        note=f"{len(PROBE_TEXT)} characters, on a new session {DEFAULT_RELEASE_AFTER_S + 1.5:g} s after the "
+             "server's last run; the servers take turns.",
+    )
+    for server in servers:
+        memory.add(server.label, server.idle_mb, server.peak_mb, server.loaded_mb, server.rested_mb,
+                   server.rested_mb / server.idle_mb, f"{server.completed} of {server.sent}")
+        cost.add(server.label, statistics.median(server.first_audio_s) * 1000,
+                 statistics.median(server.request_s) * 1000, len(server.request_s))
+    return Report("memory", tables=[memory, cost], context={
+        **context, "sessions": sessions, "rounds": rounds, "idle_s": idle_s, "trials": trials,
+        "environment": {label: env for label, env in configurations.items()},
+    })

@@ -477,13 +477,17 @@ class EdgePeer:
             peer.reader, peer._writer = await asyncio.open_connection(sock=sock)
         return peer
 
-    def unread_bytes(self) -> int:
-        """What the server sent that this peer has not read (its kernel's receive queue)."""
-        import fcntl
-        import struct
-        import termios
-
-        return struct.unpack("i", fcntl.ioctl(self.sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+    def unsent_bytes(self, server_port: int) -> int | None:
+        """What the server has written to this peer and the peer has not taken: the server
+        side's send queue, from /proc/net/tcp (None once the connection is gone)."""
+        ours = self.sock.getsockname()[1]
+        with open("/proc/net/tcp") as table:
+            for line in list(table)[1:]:
+                fields = line.split()
+                local, remote = (int(address.split(":")[1], 16) for address in fields[1:3])
+                if (local, remote) == (server_port, ours):
+                    return int(fields[4].split(":")[0], 16)
+        return None
 
     async def send(self, message: str | bytes) -> None:
         if self.ws is not None:
@@ -533,20 +537,37 @@ async def _until_closed(base_url: str, timeout_s: float) -> float | None:
     return None
 
 
-async def _stalled_at(peer: EdgePeer, timeout_s: float) -> float:
-    """When the server's sends to a peer that reads nothing stopped (its receive queue last
-    grew), seen once the queue has not grown for a second."""
-    last, changed = -1, time.monotonic()
+async def _stalled_at(peer: EdgePeer, server: EdgeServer, timeout_s: float) -> float:
+    """When the server had audio for a peer that reads nothing and could not send it: its
+    send queue to the peer has stopped growing (for a second) while rendered audio waits in
+    the server (`voicestream_buffered_audio_bytes`). ``--send-timeout`` runs from there; a
+    queue that stopped growing while the next piece was still rendering is not a stall yet."""
+    last, changed, waiting_since = -1, time.monotonic(), None
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
-            while last <= 0 or time.monotonic() - changed < 1.0:
-                if (unread := peer.unread_bytes()) != last:
-                    last, changed = unread, time.monotonic()
+            while True:
+                unsent = peer.unsent_bytes(server.port(peer.face))
+                if unsent is None:
+                    break
+                now = time.monotonic()
+                if unsent != last:
+                    last, changed = unsent, now
+                if await _metric(server.url, "voicestream_buffered_audio_bytes") == 0:
+                    waiting_since = None
+                elif waiting_since is None:
+                    waiting_since = now
+                if last > 0 and now - changed >= 1.0 and waiting_since is not None:
+                    break
                 await asyncio.sleep(0.05)
-    return changed
+    return max(changed, waiting_since or changed)
 
 
-async def edge_first_audio_s(server: EdgeServer, face: str, text: str = "How soon do I hear this?") -> float:
+async def edge_first_audio_s(server: EdgeServer, face: str, trials: int = 3) -> float:
+    """A new client's first audio on ``face``: the median of ``trials``, one after another."""
+    return statistics.median([await _one_first_audio_s(server, face) for _ in range(trials)])
+
+
+async def _one_first_audio_s(server: EdgeServer, face: str, text: str = "How soon do I hear this?") -> float:
     """Seconds from asking a new client's first request to its first audio."""
     peer = await EdgePeer.open(face, server, reading=True)
     try:
@@ -564,12 +585,14 @@ class EdgeRow:
     face: str
     fault: str
     closed_after_s: float | None
-    """Seconds from when the fault could first be seen (the server's sends stalled, the peer
-    connected, the flood or the hang-up ended) to the server forgetting the connection."""
+    """Seconds from when the fault could first be seen (audio ready for the peer could not
+    leave, the peer connected, the flood or the hang-up ended) to the server forgetting the
+    connection."""
     bound_s: float
     freed: bool
     first_audio_ratio: dict[str, float]
-    """Each face's first audio for a new client just after, over its first audio when idle."""
+    """Each face's first audio for a new client just after (median of three), over its first
+    audio before any fault (the same)."""
     queued: float
 
     @property
@@ -587,7 +610,7 @@ async def _apply_fault(server: EdgeServer, face: str, fault: str) -> tuple[float
     elif fault == "never reads":
         peer = await EdgePeer.open(face, server, reading=False)
         await peer.send(_request(face, LONG_TEXT))
-        since, bound = await _stalled_at(peer, limit_s), EDGE_SEND_TIMEOUT_S + SLACK_S
+        since, bound = await _stalled_at(peer, server, limit_s), EDGE_SEND_TIMEOUT_S + SLACK_S
     elif fault == "floods bad messages":
         peer = await EdgePeer.open(face, server, reading=False)
         with contextlib.suppress(TimeoutError, ConnectionClosed, OSError):

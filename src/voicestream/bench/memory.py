@@ -56,14 +56,28 @@ class Server:
     rested_mb: float = 0.0
     completed: int = 0
     sent: int = 0
+    failures: list[str] = field(default_factory=list)
+    """What went wrong with the load's requests (an error code, or the mismatch)."""
     first_audio_s: list[float] = field(default_factory=list)
     request_s: list[float] = field(default_factory=list)
+    cpu_s: list[float] = field(default_factory=list)
+    """The server's CPU time (user and system) for each timed request."""
+    page_faults: list[int] = field(default_factory=list)
+    """The server's minor page faults during each timed request: memory touched anew."""
 
 
 def resident_mb(pid: int) -> float:
     """The process's resident set (VmRSS), in MB."""
     with open(f"/proc/{pid}/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+
+def cpu_and_faults(pid: int) -> tuple[float, int]:
+    """The process's CPU seconds so far (user and system) and its minor page faults, from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()  # from the third field on: the name may hold spaces
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks, int(fields[7])
 
 
 @contextlib.asynccontextmanager
@@ -96,10 +110,13 @@ async def serving(label: str, env: dict[str, str], serve_args: Sequence[str]) ->
 
 
 async def _speak(server: Server, texts: Sequence[str], prefix: str) -> None:
-    """One session speaking ``texts`` in order; counts what completed."""
-    report = await run_probes(server.base_url, [valid_probe(f"{prefix}-{i}", text) for i, text in enumerate(texts)], 900)
-    server.sent += report.valid_sent
-    server.completed += report.completed
+    """A client speaking ``texts``, each once the one before has ended (a closed loop: on a
+    slow machine a queue of long texts would go stale); counts what completed."""
+    for index, text in enumerate(texts):
+        report = await run_probes(server.base_url, [valid_probe(f"{prefix}-{index}", text)], 900)
+        server.sent += report.valid_sent
+        server.completed += report.completed
+        server.failures += [f"{code} x{count}" for code, count in report.errors.items()] + report.mismatches
 
 
 async def _load(server: Server, sessions: int, rounds: int, adversarial: bool, seed: int) -> None:
@@ -128,6 +145,7 @@ async def _load(server: Server, sessions: int, rounds: int, adversarial: bool, s
 
 async def _timed_request(server: Server, text: str) -> None:
     """One request on a new session: seconds to its first audio and to its end."""
+    cpu, faults = cpu_and_faults(server.process.pid)
     async with connect(session_url(server.base_url), max_size=None) as ws:
         started, first = time.monotonic(), None
         await ws.send(json.dumps({"text": text, "request_id": "probe"}))
@@ -142,6 +160,9 @@ async def _timed_request(server: Server, text: str) -> None:
             raise RuntimeError(f"the timed request failed on {server.label}: {frame}")
         server.first_audio_s.append(first)
         server.request_s.append(time.monotonic() - started)
+    cpu_after, faults_after = cpu_and_faults(server.process.pid)
+    server.cpu_s.append(cpu_after - cpu)
+    server.page_faults.append(faults_after - faults)
 
 
 async def _measure(
@@ -180,13 +201,14 @@ def measure_memory(
         "Speech server memory before and after a load (resident set, MB)",
         ["server", "idle after warm-up", "peak during the load", "right after the load", f"after {idle_s:g} s idle",
          "after idle / before", "requests completed"],
-        note=(f"Load: {sessions} sessions speaking {rounds} texts each (12 to {max(map(len, LOAD_TEXTS)):,} "
+        note=(f"Load: {sessions} clients speaking {rounds} texts each, one after another (12 to {max(map(len, LOAD_TEXTS)):,} "
               "characters), 2 fuzzed sessions of 12 messages" + (", the 6 adversarial texts of bench chaos" if
                                                                   adversarial else "") + ", every server at once."),
     )
     cost = Table(
         "The first request after an idle spell (the idle release has run)",
-        ["server", "first audio ms (median)", "whole request ms (median)", "trials"],
+        ["server", "first audio ms (median)", "whole request ms (median)", "server CPU ms (median)",
+         "minor page faults (median)", "trials"],
         note=f"{len(PROBE_TEXT)} characters, on a new session {DEFAULT_RELEASE_AFTER_S + 1.5:g} s after the "
              "server's last run; the servers take turns.",
     )
@@ -194,8 +216,11 @@ def measure_memory(
         memory.add(server.label, server.idle_mb, server.peak_mb, server.loaded_mb, server.rested_mb,
                    server.rested_mb / server.idle_mb, f"{server.completed} of {server.sent}")
         cost.add(server.label, statistics.median(server.first_audio_s) * 1000,
-                 statistics.median(server.request_s) * 1000, len(server.request_s))
-    return Report("memory", tables=[memory, cost], context={
+                 statistics.median(server.request_s) * 1000, statistics.median(server.cpu_s) * 1000,
+                 int(statistics.median(server.page_faults)), len(server.request_s))
+    report = Report("memory", tables=[memory, cost], context={
         **context, "sessions": sessions, "rounds": rounds, "idle_s": idle_s, "trials": trials,
         "environment": {label: env for label, env in configurations.items()},
     })
+    report.notes += [f"{server.label}: {', '.join(server.failures[:5])}" for server in servers if server.failures]
+    return report

@@ -74,3 +74,43 @@ async def test_the_session_sends_word_times_before_each_pieces_audio(speech_serv
     await peer.send({"text": "No times asked.", "request_id": "plain"})
     assert (await peer.answer()).kinds == ["synthesis_start", "synthesis_complete"]
     await peer.close()
+
+
+WHOLE_TEXT = ("A whole captioned answer that nobody waits for. " * 420)[:20_000]
+"""The longest text accepted: about twenty minutes of speech, never spoken to the end here."""
+
+
+async def test_a_whole_answer_counts_against_max_whole_files_and_ends_when_the_client_leaves(make_speech_server) -> None:
+    """``stream: false`` holds its whole answer in memory, as ``POST /invocations``' does:
+    with ``--max-whole-files 1`` one being prepared makes another captioned one (and an
+    ``/invocations`` one: the cap is shared) ``busy`` at once, while a streamed answer is
+    still served; when its client hangs up its request is cancelled (the server's own
+    count), long before twenty minutes of speech could render, and the slot is free again.
+    (Before, captioned whole answers were not counted, and one whose client left rendered
+    to the end.)"""
+    import asyncio
+    import contextlib
+
+    from tests.server.wire import metric, until_above, until_zero
+
+    url = make_speech_server(max_whole_files=1)
+    captioned = f"{url}/dev/captioned_speech"
+    async with httpx.AsyncClient(timeout=120) as holder, httpx.AsyncClient(timeout=120) as client:
+        holding = asyncio.create_task(holder.post(captioned, json={"input": WHOLE_TEXT, "stream": False}))
+        await until_above(url, 'voicestream_requests_total{route="captioned"}', 0)  # counted before it queued
+        refused = await client.post(captioned, json={"input": "One more whole answer.", "stream": False})
+        assert refused.status_code == 503 and refused.json()["error"]["code"] == "busy"
+        other = await client.post(f"{url}/invocations", json={"text": "A whole file.", "stream": False})
+        assert other.status_code == 503 and other.json()["error"]["code"] == "busy"
+        streamed = await client.post(captioned, json={"input": "A stream is not a whole answer.", "stream": True})
+        assert streamed.status_code == 200 and streamed.content
+        holding.cancel()
+        await holder.aclose()  # the holder hangs up
+        await until_zero(url, "voicestream_queue_depth")
+        assert await metric(url, 'voicestream_requests_ended_total{state="cancelled"}') == 1
+        async with asyncio.timeout(30):  # its slot is given back as the cancelled answer returns
+            while (again := await client.post(captioned, json={"input": "Hi.", "stream": False})).status_code == 503:
+                await asyncio.sleep(0.1)
+        assert again.status_code == 200 and base64.b64decode(again.json()["audio"])
+    with contextlib.suppress(asyncio.CancelledError):
+        await holding

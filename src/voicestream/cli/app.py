@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from voicestream import limits
 from voicestream.cli.progress import stderr, text_progress, weights_progress
 
 if TYPE_CHECKING:  # the engine loads only for the commands that use it
@@ -246,56 +247,56 @@ LOCAL_HOST_HELP = "Address to listen on (0.0.0.0 to be reachable from other mach
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help=LOCAL_HOST_HELP)] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port (SageMaker uses 8080).")] = 8080,
+    host: Annotated[str, typer.Option(help=LOCAL_HOST_HELP)] = limits.HOST,
+    port: Annotated[int, typer.Option(help="Port (SageMaker uses 8080).")] = limits.PORT,
     device: Device = "cpu",
     model_dir: ModelDir = None,
     variant: Variant = "int8",
     max_sessions: Annotated[
         int, typer.Option("--max-sessions", help="Open connections beyond this get `busy`: sessions, Cartesia "
                           "sockets and Wyoming connections together.")
-    ] = 64,
-    max_queue: Annotated[int, typer.Option("--max-queue", help="Queued requests beyond this get `busy`.")] = 256,
+    ] = limits.MAX_SESSIONS,
+    max_queue: Annotated[int, typer.Option("--max-queue", help="Queued requests beyond this get `busy`.")] = limits.MAX_QUEUE,
     max_session_requests: Annotated[
         int, typer.Option("--max-session-requests", help="Unsent requests one session may hold, and open contexts "
                           "one Cartesia socket may hold; more get `busy`.")
-    ] = 32,
+    ] = limits.MAX_SESSION_REQUESTS,
     max_body_bytes: Annotated[
         int, typer.Option("--max-body-bytes", help="Largest HTTP body, WebSocket message or Wyoming event "
                           "accepted.")
-    ] = 1_048_576,
+    ] = limits.MAX_BODY_BYTES,
     idle_timeout: Annotated[
         float, typer.Option("--idle-timeout", help="Close a connection (a session, a Cartesia socket, a Wyoming "
                             "connection) that received no message, sent no frame and has nothing left to send "
                             "for this many seconds; an open Cartesia context or Wyoming stream waiting for more "
                             "text has nothing left to send.")
-    ] = 300.0,
+    ] = limits.IDLE_TIMEOUT_S,
     stale_after: Annotated[
         float, typer.Option("--stale-after", help="Answer `request_stale` for a request that waited this many "
                             "seconds here for its first piece (the server's clock, not the client's).")
-    ] = 60.0,
+    ] = limits.STALE_AFTER_S,
     listener_budget_bytes: Annotated[
         int, typer.Option("--listener-budget-bytes", help="Rendered, unsent audio one session or response may "
                           "hold before its next piece waits (bytes as encoded).")
-    ] = 2 * 1024 * 1024,
+    ] = limits.LISTENER_BUDGET_BYTES,
     buffer_budget_bytes: Annotated[
         int, typer.Option("--buffer-budget-bytes", help="Rendered, unsent audio of all requests together "
                           "(bytes); split evenly between listeners when short.")
-    ] = 64 * 1024 * 1024,
+    ] = limits.BUFFER_BUDGET_BYTES,
     max_session_errors: Annotated[
         int, typer.Option("--max-session-errors", help="Bad messages in a row a session may send; one more "
                           "closes it with 1008.")
-    ] = 4096,
+    ] = limits.MAX_SESSION_ERRORS,
     send_timeout: Annotated[
         float, typer.Option("--send-timeout", help="Close a connection (a session, a Cartesia socket, a Wyoming "
                             "connection: 1008) that takes no frame, or drop a streamed HTTP response that takes "
                             "no body chunk, for this many seconds; its requests end and its slots are freed.")
-    ] = 60.0,
+    ] = limits.SEND_TIMEOUT_S,
     max_whole_files: Annotated[
-        int, typer.Option("--max-whole-files", help="POST /invocations `stream: false` responses prepared at once; "
-                          "more get `busy` (/dev/captioned_speech's are not counted).")
-    ] = 8,
-    grace_s: GraceS = 30.0,
+        int, typer.Option("--max-whole-files", help="`stream: false` answers (POST /invocations and "
+                          "/dev/captioned_speech) prepared at once; more get `busy`.")
+    ] = limits.MAX_WHOLE_FILES,
+    grace_s: GraceS = limits.GRACE_S,
     api_key: Annotated[
         str | None,
         typer.Option("--api-key", envvar="VOICESTREAM_API_KEY",

@@ -8,7 +8,9 @@ the start of the whole answer's audio).
 
 Like every route it is a thin adapter over the core: the request is queued with the
 scheduler (its slot, budgets, drain and metrics), which times the words of each piece as it
-renders it.
+renders it. Its answers are owned as ``POST /invocations``' are: a streamed one is a
+`JobResponse`; with ``stream: false`` it is counted against ``--max-whole-files`` and
+cancelled when the client hangs up (`answer_whole`).
 """
 
 from __future__ import annotations
@@ -22,16 +24,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from voicestream.audio import StreamEncoder, finalize_wav
-from voicestream.protocol import ProtocolError, WordTiming, parse_captioned_request
-from voicestream.server.http import BoundedStreamingResponse, _rejected, read_body
-from voicestream.server.job import Listener
-from voicestream.server.requests import (
-    AudioStream,
-    RequestRejected,
-    SpeechService,
-    SynthesisFailed,
-    http_status,
+from voicestream.protocol import SpeechFault, WordTiming, parse_captioned_request
+from voicestream.server.http import (
+    answer_whole,
+    fault_response,
+    read_body,
+    start_stream,
+    stream_response,
 )
+from voicestream.server.requests import AudioStream, SpeechService, SynthesisFailed
 
 
 def kokoro_timestamps(words: Sequence[WordTiming]) -> list[dict[str, object]]:
@@ -55,36 +56,31 @@ async def _lines(stream: AudioStream, with_words: bool) -> AsyncIterator[bytes]:
                     yield (json.dumps(answer) + "\n").encode()
     except SynthesisFailed:
         return  # the lines so far are sent; the log has the cause
-    finally:
-        stream.job.cancel()
+
+
+async def _whole(stream: AudioStream, with_words: bool) -> Response:
+    """``stream: false``: the whole audio and all its words in one object."""
+    audio, words = bytearray(), []
+    async with contextlib.aclosing(stream.chunks()) as chunks:  # raises the request's JobFailed
+        async for chunk in chunks:
+            audio += chunk.data
+            words += chunk.words
+    data = finalize_wav(bytes(audio)) if stream.encoder.format == "wav" else bytes(audio)
+    return JSONResponse(_answer(data, stream.encoder, words if with_words else None))
 
 
 async def captioned_speech(request: Request) -> Response:
     service: SpeechService = request.app.state.service
     try:
         body = parse_captioned_request(await read_body(request, service.settings.max_body_bytes))
-        job = service.start(
-            body.input, body.kokoro_voice, body.speed, Listener(), "captioned", "captioned",
-            body.audio_format, service.engine.sample_rate, body.lang, word_timestamps=body.return_timestamps,
-        )
-    except ProtocolError as error:
-        return _rejected(service, error.code, error.message, http_status(error.code))
-    except RequestRejected as rejected:
-        return _rejected(service, rejected.code, rejected.message, rejected.http_status)
-    stream = service.stream(job, route="captioned")
-    if body.stream:
-        return BoundedStreamingResponse(
-            _lines(stream, body.return_timestamps), service.settings.send_timeout_s, media_type="application/json"
-        )
-    audio, words = bytearray(), []
-    try:
-        async with contextlib.aclosing(stream.chunks()) as chunks:
-            async for chunk in chunks:
-                audio += chunk.data
-                words += chunk.words
-    except SynthesisFailed as failure:
-        return _rejected(service, failure.code, failure.message, http_status(failure.code))
-    finally:
-        job.cancel()
-    data = finalize_wav(bytes(audio)) if body.audio_format == "wav" else bytes(audio)
-    return JSONResponse(_answer(data, stream.encoder, words if body.return_timestamps else None))
+        start = {
+            "text": body.input, "voice": body.kokoro_voice, "speed": body.speed, "request_id": "captioned",
+            "route": "captioned", "format": body.audio_format, "sample_rate": service.engine.sample_rate,
+            "language": body.lang, "word_timestamps": body.return_timestamps,
+        }
+        if not body.stream:
+            return await answer_whole(request, service, lambda stream: _whole(stream, body.return_timestamps), **start)
+        stream = start_stream(service, **start)
+    except SpeechFault as fault:
+        return fault_response(service, fault)
+    return stream_response(service, stream, _lines(stream, body.return_timestamps), "application/json")

@@ -58,11 +58,10 @@ from voicestream.server.connection import (
     WebSocketTransport,
     busy,
 )
-from voicestream.server.http import _cancel_on_exit, _streaming, error_response, read_body
+from voicestream.server.http import audio_body, error_response, read_body, stream_response
 from voicestream.server.job import Listener
 from voicestream.server.requests import (
     AudioStream,
-    RequestRejected,
     SpeechService,
     http_status,
 )
@@ -364,16 +363,18 @@ async def tts_websocket(websocket: WebSocket) -> None:
 
 
 async def tts_bytes(request: Request) -> Response:
-    """``POST /tts/bytes``: the whole transcript, its audio streamed as it renders."""
+    """``POST /tts/bytes``: the whole transcript, its audio streamed as it renders. The
+    encoder is built before the request is queued (one that cannot start is refused with
+    nothing queued), and the response owns the request from birth (`http.JobResponse`)."""
     service: SpeechService = request.app.state.service
     try:
         body = parse_request(load_json_object(await read_body(request, service.settings.max_body_bytes)), CONTAINERS)
         if not body.transcript.strip():
             raise ProtocolError(ErrorCode.TEXT_REQUIRED, "transcript is required and must not be blank")
         job = start_job(service, body.transcript, body.voice, body.output.output(), Listener(), "tts-bytes", ROUTE)
-    except (ProtocolError, RequestRejected) as error:
-        service.metrics.errors.labels(code=str(error.code)).inc()
-        return error_response(error.code, error.message, http_status(ErrorCode(error.code)))
+    except SpeechFault as fault:
+        service.metrics.errors.labels(code=fault.code.value).inc()
+        return error_response(fault.code, fault.message, fault.http_status)
     stream = service.stream(job, ROUTE)
-    return _streaming(service, _cancel_on_exit(stream), stream.encoder.content_type)
+    return stream_response(service, stream, audio_body(stream), stream.encoder.content_type)
 

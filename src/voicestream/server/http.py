@@ -2,8 +2,14 @@
 
 Both stream audio as it is produced; a client that goes away cancels its request, so the
 engine stops at the next piece and nothing is left queued. Each body chunk must leave
-within ``send_timeout_s``, and however a response ends its request ends with it (its queue
-slot and buffered audio are freed, and drain sees it until then).
+within ``send_timeout_s``.
+
+A request is owned from birth: a streamed answer is a :class:`JobResponse`, which ends its
+request and closes its listener however it ends, even when its body never started (Python
+never runs an async generator's ``finally`` if it is closed before its first step); a
+``stream: false`` answer (`answer_whole`, shared with ``/dev/captioned_speech``) holds its
+request in ``SpeechService.request`` for as long as it collects, counted against
+``--max-whole-files`` and cancelled when the client hangs up.
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ import asyncio
 import base64
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -24,18 +32,14 @@ from voicestream.protocol import (
     ErrorCode,
     ErrorFrame,
     ProtocolError,
+    SpeechFault,
     encode_sse,
+    fault_frame,
     parse_openai_request,
     parse_post_request,
 )
 from voicestream.server.job import Listener
-from voicestream.server.requests import (
-    AudioStream,
-    RequestRejected,
-    SpeechService,
-    SynthesisFailed,
-    http_status,
-)
+from voicestream.server.requests import AudioStream, RequestRejected, SpeechService, SynthesisFailed
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +66,34 @@ class BoundedStreamingResponse(StreamingResponse):
             await self.body_iterator.aclose()  # type: ignore[attr-defined]
 
 
+class JobResponse(BoundedStreamingResponse):
+    """A streamed answer that owns its request from birth: however the response ends (sent,
+    dropped by a client that hung up or took nothing for ``send_timeout_s``, or cancelled
+    before its body's first step), its request ends and its listener closes. A response
+    that is never called at all closes its listener when it is collected, and the
+    scheduler's reaper ends the request."""
+
+    def __init__(self, stream: AudioStream, content: AsyncIterator[bytes], send_timeout_s: float, **kwargs: object) -> None:
+        super().__init__(content, send_timeout_s, **kwargs)
+        self.job = stream.job
+        closing = weakref.finalize(self, stream.job.listener.close)  # holds the listener, not the response
+        closing.atexit = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.job.cancel()  # a no-op once its audio is all out
+            self.job.listener.close()
+
+
 def error_response(code: ErrorCode | str, message: str, status: int = 400) -> Response:
     return Response(ErrorFrame(code=str(code), message=message).to_http_json(), status, media_type="application/json")
+
+
+def fault_response(service: SpeechService, fault: SpeechFault) -> Response:
+    """The HTTP answer to a fault: ``{"error": {code, message}}`` with the code's status, counted."""
+    return _rejected(service, fault.code, fault.message, fault.http_status)
 
 
 def _rejected(service: SpeechService, code: ErrorCode, message: str, status: int) -> Response:
@@ -86,14 +116,13 @@ async def read_body(request: Request, limit: int) -> bytes:
     raise ProtocolError(ErrorCode.PAYLOAD_TOO_LARGE, f"The request body is larger than {limit} bytes.")
 
 
-async def _cancel_on_exit(stream: AudioStream) -> AsyncIterator[bytes]:
+async def audio_body(stream: AudioStream) -> AsyncIterator[bytes]:
+    """The audio as a raw body; a failure after the headers ends it short (the log has the cause)."""
     try:
         async for data in stream:
             yield data
     except SynthesisFailed:
         return  # headers are gone; the client sees a short body, the log has the cause
-    finally:
-        stream.job.cancel()
 
 
 async def _sse_events(stream: AudioStream, request_id: str) -> AsyncIterator[bytes]:
@@ -105,9 +134,7 @@ async def _sse_events(stream: AudioStream, request_id: str) -> AsyncIterator[byt
         if stream.result is not None:
             yield encode_sse(stream.result.complete_frame(request_id))
     except SynthesisFailed as failure:
-        yield encode_sse(ErrorFrame(request_id=request_id, code=failure.code, message=failure.message))
-    finally:
-        stream.job.cancel()
+        yield encode_sse(fault_frame(failure, request_id))
 
 
 async def _openai_sse_events(stream: AudioStream) -> AsyncIterator[bytes]:
@@ -119,63 +146,55 @@ async def _openai_sse_events(stream: AudioStream) -> AsyncIterator[bytes]:
             yield encode_sse({"type": "speech.audio.done", "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}})
     except SynthesisFailed as failure:
         yield encode_sse({"type": "error", "error": {"code": failure.code.value, "message": failure.message}})
-    finally:
-        stream.job.cancel()
 
 
-async def _start(
-    service: SpeechService, text: str, voice: str, speed: float, format: str, sample_rate: int,
-    request_id: str, route: str, language: str | None = None,
-) -> AudioStream:
-    job = service.start(text, voice, speed, Listener(), request_id, route, format, sample_rate, language)
-    return service.stream(job, route)
+def start_stream(service: SpeechService, **start: Any) -> AudioStream:
+    """``SpeechService.start`` on a listener of its own (``start``: its keywords but the
+    listener). The caller hands the stream to a :class:`JobResponse` (`stream_response`) at once,
+    with nothing awaited in between, so that the request is owned from birth."""
+    job = service.start(listener=Listener(), **start)
+    return service.stream(job, start["route"])
 
 
-def _streaming(service: SpeechService, body: AsyncIterator[bytes], media_type: str, **headers: str) -> Response:
-    return BoundedStreamingResponse(
-        body, service.settings.send_timeout_s, media_type=media_type, headers=headers or None
-    )
+def stream_response(
+    service: SpeechService, stream: AudioStream, body: AsyncIterator[bytes], media_type: str, **headers: str
+) -> Response:
+    """``body`` (made from ``stream``) as a :class:`JobResponse`, which owns ``stream``'s request."""
+    return JobResponse(stream, body, service.settings.send_timeout_s, media_type=media_type, headers=headers or None)
 
 
-async def invocations(request: Request) -> Response:
-    service: SpeechService = request.app.state.service
-    try:
-        body = parse_post_request(await read_body(request, service.settings.max_body_bytes))
-        rid = body.request_id or "invocation"
-        whole_file = not body.stream and "text/event-stream" not in request.headers.get("accept", "")
-        if whole_file and service.whole_files >= service.settings.max_whole_files:
-            raise RequestRejected(
-                ErrorCode.BUSY,
-                f"{service.whole_files} whole-file responses are being prepared; try again shortly "
-                "or ask for a stream.",
-            )
-        stream = await _start(
-            service, body.text, body.voice, body.speed, body.format, body.sample_rate,
-            rid, route="invocations", language=body.lang,
+async def answer_whole(
+    request: Request, service: SpeechService, collect: Callable[[AudioStream], Awaitable[Response]], **start: Any
+) -> Response:
+    """A ``stream: false`` answer, the same on every whole-file route: at most
+    ``--max-whole-files`` at once (beyond, ``busy``, before anything is queued); the request
+    held by ``SpeechService.request`` (``start``: its keywords), so it is cancelled however
+    this ends; cancelled at once when the client hangs up (499: nobody is left to read it).
+    ``collect`` reads the whole answer and makes the response; a refusal or a failure
+    before it is whole raises its :class:`SpeechFault`."""
+    if service.whole_files >= service.settings.max_whole_files:
+        raise RequestRejected(
+            ErrorCode.BUSY,
+            f"{service.whole_files} whole-file responses are being prepared; try again shortly or ask for a stream.",
         )
-    except ProtocolError as error:
-        return _rejected(service, error.code, error.message, http_status(error.code))
-    except RequestRejected as rejected:
-        return _rejected(service, rejected.code, rejected.message, rejected.http_status)
-
-    if "text/event-stream" in request.headers.get("accept", ""):
-        return _streaming(service, _sse_events(stream, rid), "text/event-stream",
-                          **{"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    if body.stream:
-        return _streaming(service, _cancel_on_exit(stream), stream.encoder.content_type)
     service.whole_files += 1
     try:
-        return await _whole_file(request, service, stream)
+        async with service.request(**start) as stream:
+            collecting = asyncio.ensure_future(collect(stream))
+            hang_up = asyncio.ensure_future(_disconnect(request))
+            try:
+                await asyncio.wait((collecting, hang_up), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                hang_up.cancel()
+                if not collecting.done():
+                    stream.job.cancel()
+                    collecting.cancel()
+                await asyncio.gather(collecting, hang_up, return_exceptions=True)
+            if collecting.cancelled():
+                return Response(status_code=499)
+            return collecting.result()  # raises the request's JobFailed
     finally:
         service.whole_files -= 1
-
-
-async def _collect(stream: AudioStream) -> bytes:
-    try:
-        async with contextlib.aclosing(aiter(stream)) as chunks:
-            return b"".join([chunk async for chunk in chunks])
-    finally:
-        stream.job.cancel()
 
 
 async def _disconnect(request: Request) -> None:
@@ -184,27 +203,31 @@ async def _disconnect(request: Request) -> None:
         pass
 
 
-async def _whole_file(request: Request, service: SpeechService, stream: AudioStream) -> Response:
-    """``stream: false``: the whole file, with its duration and cost in headers. A client
-    that hangs up before it is ready cancels the synthesis."""
-    collecting = asyncio.ensure_future(_collect(stream))
-    hang_up = asyncio.ensure_future(_disconnect(request))
+async def invocations(request: Request) -> Response:
+    service: SpeechService = request.app.state.service
     try:
-        await asyncio.wait((collecting, hang_up), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        hang_up.cancel()
-        if not collecting.done():
-            stream.job.cancel()
-            collecting.cancel()
-        await asyncio.gather(collecting, hang_up, return_exceptions=True)
-    if collecting.cancelled():
-        return Response(status_code=499)  # nobody is left to read it
-    try:
-        data = collecting.result()
-    except SynthesisFailed as failure:
-        return _rejected(service, failure.code, failure.message, http_status(failure.code))
+        body = parse_post_request(await read_body(request, service.settings.max_body_bytes))
+        rid = body.request_id or "invocation"
+        sse = "text/event-stream" in request.headers.get("accept", "")
+        start = {"text": body.text, "voice": body.voice, "speed": body.speed, "request_id": rid,
+                 "route": "invocations", "format": body.format, "sample_rate": body.sample_rate, "language": body.lang}
+        if not body.stream and not sse:
+            return await answer_whole(request, service, _whole_file, **start)
+        stream = start_stream(service, **start)
+    except SpeechFault as fault:
+        return fault_response(service, fault)
+    if sse:
+        return stream_response(service, stream, _sse_events(stream, rid), "text/event-stream",
+                          **{"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return stream_response(service, stream, audio_body(stream), stream.encoder.content_type)
+
+
+async def _whole_file(stream: AudioStream) -> Response:
+    """``stream: false`` on ``/invocations``: the whole file, with its duration and cost in headers."""
+    async with contextlib.aclosing(aiter(stream)) as chunks:
+        data = b"".join([chunk async for chunk in chunks])
     if stream.result is None:
-        return _rejected(service, ErrorCode.INTERNAL, "Synthesis failed for this request.", 500)
+        raise SynthesisFailed(ErrorCode.INTERNAL, "Synthesis failed for this request.")
     if stream.encoder.format == "wav":
         data = finalize_wav(data)
     job = stream.job
@@ -221,14 +244,12 @@ async def openai_speech(request: Request) -> Response:
     service: SpeechService = request.app.state.service
     try:
         body = parse_openai_request(await read_body(request, service.settings.max_body_bytes))
-        stream = await _start(
-            service, body.input, body.kokoro_voice, body.speed, body.audio_format, 24000,
-            "openai", route="openai", language=body.lang,
+        stream = start_stream(
+            service, text=body.input, voice=body.kokoro_voice, speed=body.speed, request_id="openai",
+            route="openai", format=body.audio_format, sample_rate=24000, language=body.lang,
         )
-    except ProtocolError as error:
-        return _rejected(service, error.code, error.message, http_status(error.code))
-    except RequestRejected as rejected:
-        return _rejected(service, rejected.code, rejected.message, rejected.http_status)
+    except SpeechFault as fault:
+        return fault_response(service, fault)
     if body.stream_format == "sse":
-        return _streaming(service, _openai_sse_events(stream), "text/event-stream")
-    return _streaming(service, _cancel_on_exit(stream), stream.encoder.content_type)
+        return stream_response(service, stream, _openai_sse_events(stream), "text/event-stream")
+    return stream_response(service, stream, audio_body(stream), stream.encoder.content_type)

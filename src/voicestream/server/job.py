@@ -52,13 +52,31 @@ class JobFailed(SpeechFault):
 
 class Listener:
     """One audience (a session or an HTTP response): its playback clock, and the rendered
-    audio it holds that its route has not sent yet."""
+    audio it holds that its route has not sent yet.
+
+    Its route closes it (`close`) when it ends, however it ends (a connection released, an
+    HTTP response sent, dropped or never started): from then on nobody will take its audio,
+    and the scheduler's reaper ends any request of it still queued, parked by its budget or
+    speaking (`SynthesisScheduler.reap`)."""
 
     def __init__(self, reserved_slots: int = 0) -> None:
         self.playback_end: float | None = None
         self.held_bytes = 0
         self.reserved_slots = reserved_slots
         """Queue slots kept for this listener whatever others queue (a session's share)."""
+        self.gone = False
+        """Its route has ended (`close`): its requests have no consumer left."""
+        self.on_gone: Callable[[], None] | None = None
+        """Called once by `close` (the scheduler wakes its reaper); must be safe from any thread."""
+
+    def close(self) -> None:
+        """The route is done with this listener. Idempotent, and safe from any thread (a
+        finalizer may call it): it only marks the listener and tells the scheduler."""
+        if self.gone:
+            return
+        self.gone = True
+        if self.on_gone is not None:
+            self.on_gone()
 
     @property
     def silent(self) -> bool:

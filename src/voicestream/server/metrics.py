@@ -67,6 +67,14 @@ class ServerMetrics:
             "Cancels that stopped work still to render or send (a request, a streamed context), by route.",
             ["route"], registry=self.registry,
         )
+        self.jobs_reaped = Counter(
+            "voicestream_jobs_reaped",
+            "Requests the scheduler's reaper ended because their listener was gone (its route ended "
+            "without ending them), by the state they were in; a route that ends its own leaves none.",
+            ["state"], registry=self.registry,
+        )
+        for state in ("queued", "speaking"):
+            self.jobs_reaped.labels(state=state)
         self.errors = Counter(
             "voicestream_errors_total", "Error answers, by protocol code.", ["code"], registry=self.registry
         )

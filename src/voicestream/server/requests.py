@@ -9,11 +9,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from voicestream.audio import create_encoder
+from voicestream.audio import AudioError, StreamEncoder, create_encoder
 from voicestream.engine import InvalidInputError, KokoroEngine
 from voicestream.protocol import (
     ErrorCode,
@@ -141,6 +141,7 @@ class SpeechService:
         self.whole_files = 0
         """``stream: false`` responses being collected (each holds its whole file in memory)."""
         self.scheduler.on_end = lambda job: metrics.requests_ended.labels(state=job.state.value).inc()
+        self.scheduler.on_reap = lambda job, state: metrics.jobs_reaped.labels(state=state.value).inc()
         metrics.queue_depth.set_function(lambda: self.scheduler.depth)
         metrics.rendered_audio.set_function(lambda: self.scheduler.rendered_seconds)
         metrics.buffered_bytes.set_function(lambda: self.scheduler.held_bytes)
@@ -164,6 +165,9 @@ class SpeechService:
         return Listener(reserved_slots=reserve)
 
     def release_session(self, listener: Listener) -> None:
+        """The session is over: its slots go back, and its listener closes (the reaper ends any
+        request of it the connection left behind)."""
+        listener.close()
         self._sessions -= 1
         self.scheduler.reserved_slots -= listener.reserved_slots
         self.metrics.active_sessions.set(self._sessions)
@@ -186,20 +190,63 @@ class SpeechService:
     def start(
         self, text: str, voice: str, speed: float, listener: Listener, request_id: str, route: str,
         format: str, sample_rate: int, language: str | None = None, word_timestamps: bool = False,
+        encoder: StreamEncoder | Callable[[], StreamEncoder] | None = None,
     ) -> SynthesisJob:
         """Validate and queue one request; synthesis starts as soon as the scheduler allows.
 
-        ``language`` (the request's ``lang``) overrides the voice's own language. The
-        request's audio comes out of `stream`, which must be iterated (or the job
-        cancelled): the job holds its queue slot until then."""
+        ``language`` (the request's ``lang``) overrides the voice's own language. ``encoder``
+        replaces the one ``format`` and ``sample_rate`` name (an encoder, or a factory of one,
+        for formats the protocol lacks). Everything is built before the job is submitted, so
+        a refusal of any kind (:class:`RequestRejected`: busy, draining, the engine's checks,
+        an encoder that cannot start) leaves nothing queued. Once this returns, the job is
+        the caller's: its audio must be iterated (`stream`) or the job cancelled, and the
+        listener closed when the route ends (`request` does both)."""
         if self.draining:
             raise RequestRejected(ErrorCode.BUSY, "The server is shutting down; try another instance.")
         spoken_language = self.check(text, voice, speed, language)
-        encoder = create_encoder(format, sample_rate)
-        job = SynthesisJob(text, voice, speed, listener, request_id, spoken_language, encoder, word_timestamps)
+        built = _build_encoder(format, sample_rate, encoder)
+        job = SynthesisJob(text, voice, speed, listener, request_id, spoken_language, built, word_timestamps)
         self.scheduler.submit(job)  # BusyError is a RequestRejected
         self.metrics.requests.labels(route=route).inc()
         return job
 
+    @contextlib.asynccontextmanager
+    async def request(
+        self, text: str, voice: str, speed: float, request_id: str, route: str, format: str, sample_rate: int,
+        language: str | None = None, word_timestamps: bool = False,
+        encoder: StreamEncoder | Callable[[], StreamEncoder] | None = None,
+    ) -> AsyncIterator[AudioStream]:
+        """One request on a listener of its own, owned by the block: ``start`` on entry (a
+        refusal raises before anything is queued), and on exit, however the block ends, the
+        job is cancelled (a no-op once its audio is all out) and the listener closed."""
+        listener = Listener()
+        try:
+            job = self.start(text, voice, speed, listener, request_id, route, format, sample_rate,
+                             language, word_timestamps, encoder)
+            try:
+                yield self.stream(job, route)
+            finally:
+                job.cancel()
+        finally:
+            listener.close()
+
     def stream(self, job: SynthesisJob, route: str) -> AudioStream:
         return AudioStream(job, self.metrics, route)
+
+
+def _build_encoder(
+    format: str, sample_rate: int, encoder: StreamEncoder | Callable[[], StreamEncoder] | None
+) -> StreamEncoder:
+    """The request's encoder, made now: an encoder that cannot start with what was asked (an
+    FFmpeg codec refusing a bit rate or rate, a number too large for it) refuses the request
+    (``unsupported_format``) before it is queued."""
+    try:
+        if encoder is None:
+            return create_encoder(format, sample_rate)
+        return encoder() if callable(encoder) else encoder
+    except AudioError as error:
+        raise RequestRejected(ErrorCode.UNSUPPORTED_FORMAT, str(error)) from error
+    except (ValueError, OverflowError) as error:  # FFmpeg's own checks of its parameters
+        raise RequestRejected(
+            ErrorCode.UNSUPPORTED_FORMAT, f"The {format} encoder cannot start with these settings: {error}."
+        ) from error

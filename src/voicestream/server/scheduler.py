@@ -59,6 +59,14 @@ A request that waits for its first piece longer than ``stale_after_s`` on the se
 (counted from when its listener's earlier requests were all rendered) fails with
 ``request_stale`` rather than speak long after it was wanted.
 
+A **reaper** (one task beside the workers, every ``REAP_INTERVAL_S`` and whenever a listener
+closes) ends every request whose listener is gone (`Listener.close`: its route ended, so
+nobody will take its audio), whatever its state: queued, parked by its budget, speaking, or
+rendered and unsent. Each is counted (`reaped`, ``voicestream_jobs_reaped_total``): a route
+that ends its own requests leaves nothing to reap, so the count is the leaks caught. The
+reaper also fails a request that has waited past ``stale_after_s`` for its first piece
+without a worker picking it (a request parked by its budget is never picked).
+
 Workers are supervised: a failure in one step fails that request (logged once, with its
 traceback and request id) and the worker goes on; a worker that ends anyway is restarted,
 and :attr:`SynthesisScheduler.healthy` turns false (``/ping`` answers 503) if it cannot be.
@@ -67,6 +75,7 @@ and :attr:`SynthesisScheduler.healthy` turns false (``/ping`` answers 503) if it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -76,6 +85,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from voicestream import limits
 from voicestream.cpus import CPU_USE, lower_thread_priority
 from voicestream.engine import KokoroEngine, Piece, RenderedPiece
 from voicestream.engine.alignment import offset_words
@@ -115,19 +125,22 @@ class RenderFailed(JobFailed):
 
 @dataclass(frozen=True)
 class Budgets:
-    """The limits the scheduler enforces (defaults as `ServerSettings`)."""
+    """The limits the scheduler enforces (defaults: `voicestream.limits`, as `ServerSettings`)."""
 
-    max_queue: int = 256
-    max_sessions: int = 64
-    listener_budget_bytes: int = 2 * 1024 * 1024
-    buffer_budget_bytes: int = 64 * 1024 * 1024
-    stale_after_s: float = 60.0
+    max_queue: int = limits.MAX_QUEUE
+    max_sessions: int = limits.MAX_SESSIONS
+    listener_budget_bytes: int = limits.LISTENER_BUDGET_BYTES
+    buffer_budget_bytes: int = limits.BUFFER_BUDGET_BYTES
+    stale_after_s: float = limits.STALE_AFTER_S
 
     @property
     def reserved_per_session(self) -> int:
         return max(1, self.max_queue // max(1, self.max_sessions))
 
 STEADY_NICENESS = 10
+REAP_INTERVAL_S = 1.0
+"""How often the reaper looks for requests whose listener is gone or that went stale unpicked
+(it also looks at once when a listener closes)."""
 
 
 def _lower_priority() -> None:
@@ -162,6 +175,13 @@ class SynthesisScheduler:
         """The most rendered, unsent audio one listener has held (a metric: the budget's proof)."""
         self.moved_pieces = 0
         """Windowed pieces a first-audio worker left to a steady one for a waiting listener (a metric)."""
+        self.reaped = 0
+        """Requests the reaper ended because their listener was gone (a metric: leaks caught)."""
+        self.on_reap: Callable[[SynthesisJob, JobState], None] | None = None
+        """Told of every request the reaper ends, with the state it was in (the service counts them)."""
+        self._reaper: asyncio.Task[None] | None = None
+        self._reap_wanted = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.first_audio_waiting = False
         """A first piece waits and every first-audio worker is busy (set on the loop, read
         by the workers between windows)."""
@@ -195,15 +215,18 @@ class SynthesisScheduler:
 
     @property
     def healthy(self) -> bool:
-        """Every worker is running: the server can synthesize."""
-        return bool(self._tasks) and all(not task.done() for task in self._tasks)
+        """Every worker and the reaper are running: the server can synthesize."""
+        workers = bool(self._tasks) and all(not task.done() for task in self._tasks)
+        return workers and self._reaper is not None and not self._reaper.done()
 
     def start(self) -> None:
         if self._tasks:
             return
+        self._loop = asyncio.get_running_loop()
         for index in range(self.workers):
             self._tasks.append(self._spawn(f"steady-{index}", first_only=False))
             self._tasks.append(self._spawn(f"first-{index}", first_only=True))
+        self._reaper = self._loop.create_task(self._reap_loop(), name="reaper")
 
     def _spawn(self, name: str, first_only: bool) -> asyncio.Task[None]:
         pool = self._first_audio_pool if first_only else self._steady_pool
@@ -224,9 +247,10 @@ class SynthesisScheduler:
 
     async def stop(self) -> None:
         self._stopping = True
-        for task in self._tasks:
+        reaper = [self._reaper] if self._reaper is not None else []
+        for task in [*self._tasks, *reaper]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *reaper, return_exceptions=True)
         self._tasks.clear()
         for job in self._jobs:
             job.cancel()
@@ -248,8 +272,11 @@ class SynthesisScheduler:
         job.seq = next(self._seq)
         job.on_change = self._wake
         job.on_end = self.on_end
+        job.listener.on_gone = self._reap_soon
         self._jobs.append(job)
         self._wake()
+        if job.listener.gone:  # its route ended already: nobody will take it
+            self._reap_soon()
         return job
 
     def _shared_slots_left(self) -> int:
@@ -283,6 +310,64 @@ class SynthesisScheduler:
     def _note_first_audio_waiting(self) -> None:
         """Whether a first piece waits with no first-audio worker free to take it (on the loop)."""
         self.first_audio_waiting = self._idle_first_workers == 0 and self._next_job(True) is not None
+
+    # --- reaping --------------------------------------------------------------------
+
+    def _reap_soon(self) -> None:
+        """Wake the reaper (a listener closed); safe from any thread, a no-op once stopped."""
+        if self._loop is None or self._stopping:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing is left to reap
+            self._loop.call_soon_threadsafe(self._reap_wanted.set)
+
+    async def _reap_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(REAP_INTERVAL_S):
+                    await self._reap_wanted.wait()
+            self._reap_wanted.clear()
+            try:
+                self.reap()
+            except Exception:  # the reaper goes on; the next pass tries again
+                log.exception("the reaper failed on one pass")
+
+    def reap(self) -> int:
+        """End every request whose listener is gone, whatever its state, and fail with
+        ``request_stale`` every request that waited past ``stale_after_s`` for its first
+        piece with no worker picking it. Returns how many requests were reaped."""
+        now = time.monotonic()
+        reaped = 0
+        waiting: set[int] = set()
+        """Listeners with a request not yet rendered: the requests behind it are not due."""
+        for job in list(self._jobs):
+            if job.finished:
+                continue
+            if job.listener.gone:
+                state = job.state
+                job.cancel()
+                reaped += 1
+                log.warning("reaped a %s request whose listener was gone", state.value,
+                            extra={"request_id": job.request_id})
+                if self.on_reap is not None:
+                    self.on_reap(job, state)
+                continue
+            due = id(job.listener) not in waiting
+            if not job.rendered_all:
+                waiting.add(id(job.listener))
+            if due and job.pieces is None and not job.rendering and not job.rendered_all:
+                waited = now - job.due_since
+                if waited > self.budgets.stale_after_s:
+                    job.fail(self._stale(waited))
+        self.reaped += reaped
+        self._prune()
+        return reaped
+
+    def _stale(self, waited: float) -> JobFailed:
+        return JobFailed(
+            ErrorCode.REQUEST_STALE,
+            f"The request waited {waited:.1f} s for the engine; requests that wait longer "
+            f"than {self.budgets.stale_after_s:g} s are dropped.",
+        )
 
     # --- choosing --------------------------------------------------------------------
 
@@ -373,11 +458,7 @@ class SynthesisScheduler:
         if job.pieces is None:
             waited = time.monotonic() - job.due_since
             if waited > self.budgets.stale_after_s:
-                job.fail(JobFailed(
-                    ErrorCode.REQUEST_STALE,
-                    f"The request waited {waited:.1f} s for the engine; requests that wait longer "
-                    f"than {self.budgets.stale_after_s:g} s are dropped.",
-                ))
+                job.fail(self._stale(waited))
                 return
             job.pieces = self.engine.plan(
                 job.text, job.language, cut_first_clause=job.listener.silent, words=job.word_timestamps

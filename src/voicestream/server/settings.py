@@ -1,14 +1,18 @@
-"""Server settings: one frozen object, filled from the CLI or the environment."""
+"""Server settings: one frozen object, filled from the CLI or the environment.
+
+The defaults of the limits are `voicestream.limits`' (the scheduler's `Budgets` and
+``voicestream serve``'s options read the same ones)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+from voicestream import limits
 from voicestream.engine.silence import DEFAULT_PAUSES, Pauses
 from voicestream.engine.vocoder import FIRST_WINDOW_S
 
-DEFAULT_HOST = "127.0.0.1"
+DEFAULT_HOST = limits.HOST
 """Outside a container the server is reachable from this machine only; the container
 entrypoint passes 0.0.0.0 explicitly."""
 
@@ -16,7 +20,7 @@ entrypoint passes 0.0.0.0 explicitly."""
 @dataclass(frozen=True)
 class ServerSettings:
     host: str = DEFAULT_HOST
-    port: int = 8080
+    port: int = limits.PORT
     device: str = "cpu"
     model_dir: Path | None = None
     variant: str = "int8"
@@ -29,35 +33,36 @@ class ServerSettings:
     listener's first piece, or one due after its listener's audio runs out; ``--first-window-ms``,
     500 by default): its first audio waits for this much audio, not for the whole piece;
     0 renders every piece whole."""
-    max_sessions: int = 64
+    max_sessions: int = limits.MAX_SESSIONS
     """Open WebSocket sessions beyond this are answered ``busy`` and closed."""
-    max_queue: int = 256
+    max_queue: int = limits.MAX_QUEUE
     """Requests waiting for synthesis (all sessions together) beyond this are answered ``busy``."""
-    max_session_requests: int = 32
+    max_session_requests: int = limits.MAX_SESSION_REQUESTS
     """Requests one session may have accepted and not yet sent; beyond this, ``busy``. Each
     session also keeps ``max_queue // max_sessions`` slots of the queue in reserve."""
-    listener_budget_bytes: int = 2 * 1024 * 1024
+    listener_budget_bytes: int = limits.LISTENER_BUDGET_BYTES
     """Rendered, unsent audio one session or response may hold before its next piece waits
     (about 44 s of pcm16 at 24 kHz)."""
-    buffer_budget_bytes: int = 64 * 1024 * 1024
+    buffer_budget_bytes: int = limits.BUFFER_BUDGET_BYTES
     """Rendered, unsent audio of all requests together; split evenly when it is short."""
-    max_session_errors: int = 4096
+    max_session_errors: int = limits.MAX_SESSION_ERRORS
     """Bad messages in a row one session may send; one more closes it with 1008."""
-    send_timeout_s: float = 60.0
+    send_timeout_s: float = limits.SEND_TIMEOUT_S
     """How long one frame or HTTP body chunk may take to leave; a client that reads nothing
     for this long is disconnected and its requests are dropped."""
-    max_whole_files: int = 8
-    """``stream: false`` responses collected at once (each holds its whole file); beyond, ``busy``."""
-    max_body_bytes: int = 1_048_576
+    max_whole_files: int = limits.MAX_WHOLE_FILES
+    """``stream: false`` answers collected at once (``POST /invocations`` and ``/dev/captioned_speech``;
+    each holds its whole file); beyond, ``busy``."""
+    max_body_bytes: int = limits.MAX_BODY_BYTES
     """HTTP request bodies larger than this are refused with 413 ``payload_too_large``."""
-    idle_timeout_s: float = 300.0
+    idle_timeout_s: float = limits.IDLE_TIMEOUT_S
     """A session with no message and no work for this long is closed."""
-    stale_after_s: float = 60.0
+    stale_after_s: float = limits.STALE_AFTER_S
     """A request that waits this long on this server for its first piece (counted from when
     its session's earlier requests were rendered) is answered ``request_stale``."""
-    ready_timeout_s: float = 120.0
+    ready_timeout_s: float = limits.READY_TIMEOUT_S
     """How long a request waits for the model to finish loading before it is refused."""
-    grace_s: float = 30.0
+    grace_s: float = limits.GRACE_S
     """On SIGTERM: how long in-flight requests may take to finish before sessions are closed."""
     api_key: str | None = None
     """When set, every route but ``/ping`` and the page needs it (see ``voicestream.access``)."""

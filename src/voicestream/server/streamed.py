@@ -18,7 +18,6 @@ the core's public verbs (``start``, ``stream``, ``SynthesisJob.cancel``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from voicestream.audio import StreamEncoder
 from voicestream.protocol import ErrorCode
 from voicestream.server.job import Listener, SynthesisJob
-from voicestream.server.requests import AudioStream, BidiSessionLike, RequestRejected, SpeechService
+from voicestream.server.requests import AudioStream, RequestRejected, SpeechService
 from voicestream.text import ChunkSchedule, IncrementalSentenceChunker
 
 AHEAD = 2
@@ -62,14 +61,10 @@ def start_job(
     service: SpeechService, text: str, voice: Voice, output: Output, listener: Listener,
     request_id: str, route: str,
 ) -> SynthesisJob:
-    """``SpeechService.start`` with ``output``'s encoder. The core takes a format name only,
-    so a custom encoder replaces the one it made before any worker has seen the job (nothing
-    awaits in between): the verb the core should offer is ``start(..., encoder=...)``."""
-    job = service.start(text, voice.voice, voice.speed, listener, request_id, route,
-                        output.format, output.sample_rate, voice.language, output.word_timestamps)
-    if output.encoder is not None:
-        job.encoder = output.encoder()
-    return job
+    """``SpeechService.start`` with ``output``'s encoder, built before the job is queued (an
+    encoder that cannot start refuses the request, leaving nothing queued)."""
+    return service.start(text, voice.voice, voice.speed, listener, request_id, route, output.format,
+                         output.sample_rate, voice.language, output.word_timestamps, encoder=output.encoder)
 
 
 @dataclass
@@ -240,20 +235,3 @@ class StreamedSpeech:
                 item.job.cancel()  # a no-op once its audio is all out
                 self._current = None
 
-
-def admit(service: SpeechService) -> Listener | None:
-    """A new connection's listener (its share of the queue), or None: the server drains or
-    has ``--max-sessions`` open."""
-    return None if service.draining else service.admit_session()
-
-
-@contextlib.asynccontextmanager
-async def registered(service: SpeechService, connection: BidiSessionLike, listener: Listener) -> AsyncIterator[None]:
-    """Count an admitted connection as a session while it runs, so that ``--max-sessions``,
-    the budgets, the metrics and the drain on SIGTERM see it."""
-    service.sessions.add(connection)
-    try:
-        yield
-    finally:
-        service.sessions.discard(connection)
-        service.release_session(listener)

@@ -9,13 +9,52 @@ import asyncio
 import logging
 import socket
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 import uvicorn
+from starlette.responses import StreamingResponse
+from starlette.types import Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
+
+
+class _ClientStalled(Exception):
+    """One body chunk did not leave within the send timeout (a TimeoutError of the body's
+    own work is not this, and is not taken for it)."""
+
+
+class BoundedStreamingResponse(StreamingResponse):
+    """A streaming response whose every body chunk must leave within ``send_timeout_s``, and
+    whose body generator is closed at once however the response ends (Starlette leaves an
+    interrupted one to the garbage collector, and with it the work it consumes).
+
+    A client that stays connected and reads nothing would otherwise hold its answer (a
+    request's queue slot, an agent's LLM and speech session) for as long as it likes: the
+    response is dropped, logged once with ``stalled_what``."""
+
+    stalled_what = "a response"
+
+    def __init__(self, content: AsyncIterator[bytes], send_timeout_s: float, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.send_timeout_s = send_timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_within_timeout(message: Message) -> None:
+            try:
+                async with asyncio.timeout(self.send_timeout_s):
+                    await send(message)
+            except TimeoutError:
+                raise _ClientStalled from None
+
+        try:
+            await super().__call__(scope, receive, send_within_timeout)
+        except _ClientStalled:
+            log.warning("dropping %s whose client took nothing for %g s", self.stalled_what, self.send_timeout_s)
+        finally:
+            await self.body_iterator.aclose()  # type: ignore[attr-defined]
 
 
 class DrainingServer(uvicorn.Server):

@@ -34,8 +34,8 @@ from typing import Any
 
 import uvicorn
 from bedrock_agentcore.runtime import BedrockAgentCoreApp, RequestContext
-from starlette.responses import JSONResponse, StreamingResponse
-from starlette.types import Message, Receive, Scope, Send
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
 from strands.models import Model
 
 from voicestream.access import AccessPolicy, parse_names, protect
@@ -47,14 +47,13 @@ from voicestream.agent.runtime import (
     DEFAULT_CHUNK_SENTENCES,
     DEFAULT_FIRST_CLAUSE_WORDS,
     AnswerLimits,
-    CallerStalled,
     run,
     speech_transport,
 )
 from voicestream.agent.speech_input import SpeechRecognizer
 from voicestream.agent.ticking import Tick, ticking
 from voicestream.agent.voices import voices_route
-from voicestream.asgi import DrainingServer, free_port, serving
+from voicestream.asgi import BoundedStreamingResponse, DrainingServer, free_port, serving
 from voicestream.protocol import (
     MAX_SESSION_ID_CHARS,
     SESSION_HEADER,
@@ -335,38 +334,20 @@ KEEPALIVE = b": keep-alive\n\n"
 """An SSE comment: clients ignore it, proxies see bytes flowing and keep the stream open."""
 
 
-class EventStream(StreamingResponse):
+class EventStream(BoundedStreamingResponse):
     """Events as Server-Sent Events (`data: {json}`, one per event), with a keep-alive
-    comment after `keepalive_s` without one; the events' generator is closed when the
-    response ends, also when the caller hung up halfway, or when one send waited
-    `send_timeout_s` (a caller that reads nothing but stays connected would otherwise hold
-    its answer, and its speech session, for as long as it likes)."""
+    comment after `keepalive_s` without one; dropped (its events' generator closed, and with
+    it the answer) when the caller hangs up or one send waits `send_timeout_s`."""
+
+    stalled_what = "an answer"
 
     def __init__(
         self, events: AsyncGenerator[dict[str, Any], None], keepalive_s: float, send_timeout_s: float
     ) -> None:
-        self._body = _encoded(events, keepalive_s)
-        self._send_timeout_s = send_timeout_s
         super().__init__(
-            self._body, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+            _encoded(events, keepalive_s), send_timeout_s,
+            media_type="text/event-stream", headers={"Cache-Control": "no-cache"},
         )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def send_in_time(message: Message) -> None:
-            try:
-                async with asyncio.timeout(self._send_timeout_s):
-                    await send(message)
-            except TimeoutError:
-                raise CallerStalled from None
-
-        try:
-            await super().__call__(scope, receive, send_in_time)
-        except CallerStalled:
-            logger.warning(
-                "the caller took nothing for %g s: its answer is dropped", self._send_timeout_s
-            )
-        finally:
-            await self._body.aclose()
 
 
 async def _encoded(

@@ -284,6 +284,11 @@ class KokoroEngine:
             raise TextTooLongError(
                 f"The text has {len(text)} characters; at most {self.max_text_chars} are accepted in one request."
             )
+        self.check_voice(voice, speed, language)
+
+    def check_voice(self, voice: str, speed: float, language: str | None = None) -> None:
+        """Raise the typed error for a voice, blend, speed or language this engine cannot
+        speak: what a stream checks when it opens, before any of its text has come."""
         self.language_for(voice, language)
         for name in parse_voice(voice).names:
             if name not in self._voices:

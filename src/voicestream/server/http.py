@@ -23,9 +23,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
-from starlette.types import Message, Receive, Scope, Send
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
+from voicestream.asgi import BoundedStreamingResponse
 from voicestream.audio import finalize_wav
 from voicestream.protocol import (
     AudioEvent,
@@ -42,28 +43,6 @@ from voicestream.server.job import Listener
 from voicestream.server.requests import AudioStream, RequestRejected, SpeechService, SynthesisFailed
 
 log = logging.getLogger(__name__)
-
-
-class BoundedStreamingResponse(StreamingResponse):
-    """A streaming response whose every body chunk must leave within ``send_timeout_s``, and
-    whose body generator is closed at once however the response ends (Starlette leaves an
-    interrupted one to the garbage collector, and with it the request it consumes)."""
-
-    def __init__(self, content: AsyncIterator[bytes], send_timeout_s: float, **kwargs: object) -> None:
-        super().__init__(content, **kwargs)  # type: ignore[arg-type]
-        self.send_timeout_s = send_timeout_s
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def send_within_timeout(message: Message) -> None:
-            async with asyncio.timeout(self.send_timeout_s):
-                await send(message)
-
-        try:
-            await super().__call__(scope, receive, send_within_timeout)
-        except TimeoutError:
-            log.warning("dropping a response whose client took nothing for %g s", self.send_timeout_s)
-        finally:
-            await self.body_iterator.aclose()  # type: ignore[attr-defined]
 
 
 class JobResponse(BoundedStreamingResponse):

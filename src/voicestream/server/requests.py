@@ -187,6 +187,14 @@ class SpeechService:
         except InvalidInputError as error:
             raise RequestRejected(error.code, error.message) from None
 
+    def check_voice(self, voice: str, speed: float, language: str | None = None) -> None:
+        """Raise :class:`RequestRejected` for a voice, speed or language the engine cannot
+        speak (a Cartesia context or a Wyoming stream checks this when it opens)."""
+        try:
+            self.engine.check_voice(voice, speed, language)
+        except InvalidInputError as error:
+            raise RequestRejected(error.code, error.message) from None
+
     def start(
         self, text: str, voice: str, speed: float, listener: Listener, request_id: str, route: str,
         format: str, sample_rate: int, language: str | None = None, word_timestamps: bool = False,

@@ -38,10 +38,13 @@ def test_int8_on_cuda_is_refused_unless_forced() -> None:
     assert result.exit_code == 2 and "int8 on CUDA is refused" in result.output
 
 
-def test_a_missing_variant_stops_the_bench_before_it_measures(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("VOICESTREAM_CACHE", str(tmp_path))  # nothing cached; offline: no Hub; bundle: int8 only
+def test_a_missing_variant_stops_the_bench_before_it_measures(tmp_path: Path) -> None:
+    """A --model-dir without the variant's files is refused before anything is measured
+    (without one, fp16 and fp32 are derived from the bundle's int8: tests/engine/test_derive.py)."""
+    empty = tmp_path / "no-weights"
+    empty.mkdir()
     with pytest.raises(BenchRefused, match="No fp16 weights"):
-        measure_gpu(device="cpu", variants=("fp16",))
+        measure_gpu(device="cpu", variants=("fp16",), model_dir=empty)
 
 
 def test_a_folder_with_another_precision_is_refused(engine: KokoroEngine) -> None:

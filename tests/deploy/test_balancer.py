@@ -162,7 +162,9 @@ async def test_a_session_closed_for_the_drain_resumes_through_the_balancer_and_l
         exits.append(asyncio.ensure_future(asyncio.to_thread(lambda: replica.process.wait(60) and time.monotonic() - signalled)))
 
     session, events, draining, other = await _speak_through_a_lost_replica(balancer, started, drain)
-    assert session.resumes == 1
+    # once at least: a reconnect that haproxy sends to the draining replica before its health
+    # check takes it out is refused there (1013) and tried again
+    assert session.resumes >= 1
     _each_request_completed_once_with_one_copy_of_its_audio(events)
     assert draining.process.wait(60) == -signal.SIGTERM
     assert await exits[0] < 1 + 20, "the drained replica outlived its grace"

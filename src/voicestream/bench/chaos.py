@@ -453,6 +453,7 @@ class EdgePeer:
     def __init__(self, face: str, sock, ws: ClientConnection | None, reader: asyncio.StreamReader | None) -> None:
         self.face = face
         self.sock = sock
+        self.local_port = sock.getsockname()[1]
         self.ws = ws
         self.reader = reader
         self._writer: asyncio.StreamWriter | None = None
@@ -480,12 +481,11 @@ class EdgePeer:
     def unsent_bytes(self, server_port: int) -> int | None:
         """What the server has written to this peer and the peer has not taken: the server
         side's send queue, from /proc/net/tcp (None once the connection is gone)."""
-        ours = self.sock.getsockname()[1]
         with open("/proc/net/tcp") as table:
             for line in list(table)[1:]:
                 fields = line.split()
                 local, remote = (int(address.split(":")[1], 16) for address in fields[1:3])
-                if (local, remote) == (server_port, ours):
+                if (local, remote) == (server_port, self.local_port):
                     return int(fields[4].split(":")[0], 16)
         return None
 
@@ -537,29 +537,20 @@ async def _until_closed(base_url: str, timeout_s: float) -> float | None:
     return None
 
 
-async def _stalled_at(peer: EdgePeer, server: EdgeServer, timeout_s: float) -> float:
-    """When the server had audio for a peer that reads nothing and could not send it: its
-    send queue to the peer has stopped growing (for a second) while rendered audio waits in
-    the server (`voicestream_buffered_audio_bytes`). ``--send-timeout`` runs from there; a
-    queue that stopped growing while the next piece was still rendering is not a stall yet."""
-    last, changed, waiting_since = -1, time.monotonic(), None
+async def _closed_after_stall(peer: EdgePeer, server: EdgeServer, timeout_s: float) -> float | None:
+    """Seconds from the last time the server's send queue to a peer that reads nothing moved
+    (from then on nothing it sent left) to the server forgetting the connection; None if it
+    kept it past ``timeout_s``."""
+    last, changed = -1, time.monotonic()
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
-            while True:
+            while await _metric(server.url, "voicestream_active_sessions") != 0:
                 unsent = peer.unsent_bytes(server.port(peer.face))
-                if unsent is None:
-                    break
-                now = time.monotonic()
-                if unsent != last:
-                    last, changed = unsent, now
-                if await _metric(server.url, "voicestream_buffered_audio_bytes") == 0:
-                    waiting_since = None
-                elif waiting_since is None:
-                    waiting_since = now
-                if last > 0 and now - changed >= 1.0 and waiting_since is not None:
-                    break
+                if unsent is not None and unsent != last:
+                    last, changed = unsent, time.monotonic()
                 await asyncio.sleep(0.05)
-    return max(changed, waiting_since or changed)
+            return time.monotonic() - changed
+    return None
 
 
 async def edge_first_audio_s(server: EdgeServer, face: str, trials: int = 3) -> float:
@@ -585,8 +576,8 @@ class EdgeRow:
     face: str
     fault: str
     closed_after_s: float | None
-    """Seconds from when the fault could first be seen (audio ready for the peer could not
-    leave, the peer connected, the flood or the hang-up ended) to the server forgetting the
+    """Seconds from when the fault could first be seen (the last byte to the peer left the
+    server, the peer connected, the flood or the hang-up ended) to the server forgetting the
     connection."""
     bound_s: float
     freed: bool
@@ -610,7 +601,9 @@ async def _apply_fault(server: EdgeServer, face: str, fault: str) -> tuple[float
     elif fault == "never reads":
         peer = await EdgePeer.open(face, server, reading=False)
         await peer.send(_request(face, LONG_TEXT))
-        since, bound = await _stalled_at(peer, server, limit_s), EDGE_SEND_TIMEOUT_S + SLACK_S
+        closed_after = await _closed_after_stall(peer, server, limit_s)
+        peer.abort()
+        return closed_after, EDGE_SEND_TIMEOUT_S + SLACK_S
     elif fault == "floods bad messages":
         peer = await EdgePeer.open(face, server, reading=False)
         with contextlib.suppress(TimeoutError, ConnectionClosed, OSError):

@@ -5,8 +5,9 @@ buffers of every input length it saw, so every run is made with the arena shrunk
 it (`run`). What the arena frees goes back to glibc's malloc, which keeps it as well: the
 freed chunks stay in the heap of the arena they came from (one arena per thread that
 allocated, up to eight per core), and a heap gives pages back to the system only from its
-top. A server under load grew by a third and stayed there (docs/BENCHMARKS.md, "Memory
-after load"). So once no model run has gone for `release_after_s`, a background thread
+top. A server kept 37 to 45 % more than its idle memory after a load (docs/BENCHMARKS.md,
+"Memory after a load"). So once no model run has gone for a second (`DEFAULT_RELEASE_AFTER_S`),
+a background thread
 calls glibc's ``malloc_trim(0)``, which hands every whole free page of every arena back:
 a few milliseconds, off the render path; the cost is the page faults of the next runs.
 Where the C library is not glibc, nothing is released and nothing else changes.

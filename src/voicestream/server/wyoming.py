@@ -27,7 +27,6 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
@@ -44,6 +43,13 @@ from wyoming.tts import (
 
 from voicestream.audio import ENGINE_SAMPLE_RATE
 from voicestream.protocol import DEFAULT_VOICE, ErrorCode, SpeechFault, voice_catalog
+from voicestream.protocol.wyoming import (
+    WyomingSynthesize,
+    WyomingSynthesizeChunk,
+    WyomingSynthesizeStart,
+    WyomingVoice,
+    parse_event_data,
+)
 from voicestream.server.connection import (
     POLICY,
     Connection,
@@ -86,14 +92,12 @@ def info(service: SpeechService) -> Info:
     return Info(tts=[program])
 
 
-def choose_voice(service: SpeechService, data: Any) -> str:
+def choose_voice(service: SpeechService, voice: WyomingVoice) -> str:
     """The voice a ``voice`` object names: by ``name``, else the first of its ``language``."""
-    voice = data if isinstance(data, dict) else {}
-    name = voice.get("name")
-    if isinstance(name, str) and name:
-        return name
-    language = voice.get("language")
-    if isinstance(language, str) and language:
+    if voice.name:
+        return voice.name
+    language = voice.language
+    if language:
         wanted = language.lower().replace("_", "-")
         languages = {info.name: info.language or "" for info in voice_catalog(service.engine.voices)}
         for match in (lambda code: code == wanted, lambda code: code.split("-")[0] == wanted.split("-")[0]):
@@ -219,14 +223,15 @@ class WyomingConnection(Connection):
             self.queue(Pong(text=Ping.from_event(event).text).event())
         elif Synthesize.is_type(event.type):
             if self._stream is None and not self._refused_stream:
-                speech = self._open(event.data.get("voice"))
-                speech.say(_text(event.data))
+                request = parse_event_data(WyomingSynthesize, event.data)
+                speech = self._open(request.voice)
+                speech.say(request.text)
                 speech.end()
                 self._accept(speech)
         elif SynthesizeStart.is_type(event.type):
-            self._start_stream(event.data.get("voice"))
+            self._start_stream(parse_event_data(WyomingSynthesizeStart, event.data).voice)
         elif SynthesizeChunk.is_type(event.type):
-            text = _text(event.data, blank_ok=True)
+            text = parse_event_data(WyomingSynthesizeChunk, event.data).text
             if self._stream is not None:
                 self._stream.feed(text)
             elif not self._refused_stream:
@@ -237,12 +242,12 @@ class WyomingConnection(Connection):
             raise BadEvent(f"Unsupported event type {event.type!r} (this is a text-to-speech server).")
         self.accepted()
 
-    def _open(self, voice_data: Any) -> StreamedSpeech:
+    def _open(self, voice_data: WyomingVoice) -> StreamedSpeech:
         limit = self.service.settings.max_session_requests
         if len(self._utterances) >= limit:
             raise busy(f"This connection already has {limit} utterances waiting to be sent; read their audio first.")
         voice = choose_voice(self.service, voice_data)
-        self.service.check("a", voice, 1.0)
+        self.service.check_voice(voice, 1.0)
         self._count += 1
         return StreamedSpeech(
             self.service, Voice(voice, 1.0, None), Output("pcm16", ENGINE_SAMPLE_RATE), self.listener, ROUTE,
@@ -253,7 +258,7 @@ class WyomingConnection(Connection):
         self._utterances.append(speech)
         self.queue_answer(speech)
 
-    def _start_stream(self, voice_data: Any) -> None:
+    def _start_stream(self, voice_data: WyomingVoice) -> None:
         if self._stream is not None:
             self._stop_stream()
         self._refused_stream = False
@@ -300,13 +305,6 @@ class WyomingConnection(Connection):
         async for data in spoken.stream:
             await self.send_within(AudioChunk(audio=data, **audio).event())
         await self.send_within(AudioStop().event())
-
-
-def _text(data: dict[str, Any], blank_ok: bool = False) -> str:
-    text = data.get("text")
-    if not isinstance(text, str) or not (blank_ok or text.strip()):
-        raise BadEvent("text must be a string" + ("" if blank_ok else " with words to speak") + ".")
-    return text
 
 
 async def serve_wyoming(

@@ -82,3 +82,13 @@ def test_no_release_while_a_run_goes_on(quick_release: memory.IdleRelease) -> No
     count = releases_after(count)
     time.sleep(QUIET_S * 3)
     assert quick_release.releases == count  # nothing ran since: nothing more to give back
+
+
+def test_a_release_delay_that_is_not_a_number_falls_back_to_the_default(monkeypatch, caplog) -> None:
+    from voicestream.engine.memory import DEFAULT_RELEASE_AFTER_S, RELEASE_AFTER_ENV, _release_after_s
+
+    monkeypatch.setenv(RELEASE_AFTER_ENV, "one second")
+    assert _release_after_s() == DEFAULT_RELEASE_AFTER_S
+    assert "is not a number" in caplog.text
+    monkeypatch.setenv(RELEASE_AFTER_ENV, "0")
+    assert _release_after_s() == 0.0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import logging
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -126,8 +127,18 @@ class IdleRelease:
 
 
 def _release_after_s() -> float:
+    """``VOICESTREAM_RELEASE_AFTER_S``; a value that is not a number is logged once and the
+    default used (the engine is imported at start: a typo must not stop the server)."""
     configured = os.environ.get(RELEASE_AFTER_ENV)
-    return max(0.0, float(configured)) if configured else DEFAULT_RELEASE_AFTER_S
+    if not configured:
+        return DEFAULT_RELEASE_AFTER_S
+    try:
+        return max(0.0, float(configured))
+    except ValueError:
+        logging.getLogger(__name__).warning(
+            "%s=%r is not a number of seconds; using %g", RELEASE_AFTER_ENV, configured, DEFAULT_RELEASE_AFTER_S
+        )
+        return DEFAULT_RELEASE_AFTER_S
 
 
 IDLE_RELEASE = IdleRelease(_release_after_s())

@@ -57,7 +57,32 @@ class BoundedStreamingResponse(StreamingResponse):
             await self.body_iterator.aclose()  # type: ignore[attr-defined]
 
 
-class DrainingServer(uvicorn.Server):
+def cap_send_buffer(sock: Any, size: int | None) -> None:
+    """Fix ``sock``'s kernel send buffer at ``size`` bytes (Linux doubles it); ``None`` leaves
+    it to autotuning. On a listening socket, every connection it accepts inherits it.
+
+    Why: an answer's frames leave the server's own send queue as fast as the kernel takes
+    them, so a send only blocks, and ``--send-timeout`` only starts, once the kernel's buffer
+    is full; autotuned on a fast path it holds about a minute of pcm16."""
+    if size is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+
+
+class BoundedServer(uvicorn.Server):
+    """uvicorn whose accepted connections each get a send buffer of ``send_buffer_bytes``."""
+
+    def __init__(self, config: uvicorn.Config, send_buffer_bytes: int | None = None) -> None:
+        super().__init__(config)
+        self.send_buffer_bytes = send_buffer_bytes
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        for server in getattr(self, "servers", []):
+            for sock in server.sockets:
+                cap_send_buffer(sock, self.send_buffer_bytes)
+
+
+class DrainingServer(BoundedServer):
     """uvicorn that drains before it shuts down.
 
     On the first SIGTERM (what Docker, Kubernetes, SageMaker and AgentCore send) or Ctrl-C,
@@ -66,8 +91,10 @@ class DrainingServer(uvicorn.Server):
     at once.
     """
 
-    def __init__(self, config: uvicorn.Config, drain: Callable[[], Awaitable[None]]) -> None:
-        super().__init__(config)
+    def __init__(
+        self, config: uvicorn.Config, drain: Callable[[], Awaitable[None]], send_buffer_bytes: int | None = None
+    ) -> None:
+        super().__init__(config, send_buffer_bytes)
         self._drain = drain
         self._loop: asyncio.AbstractEventLoop | None = None
         self._draining: asyncio.Task[None] | None = None
@@ -103,9 +130,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 @contextmanager
-def serving(config: uvicorn.Config, name: str) -> Iterator[str]:
+def serving(config: uvicorn.Config, name: str, send_buffer_bytes: int | None = None) -> Iterator[str]:
     """Run ``config``'s app until the block ends; yields its base URL once it listens."""
-    server = uvicorn.Server(config)
+    server = BoundedServer(config, send_buffer_bytes)
     thread = threading.Thread(target=server.run, name=name, daemon=True)
     thread.start()
     try:

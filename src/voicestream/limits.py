@@ -25,6 +25,11 @@ MAX_SESSION_ERRORS = 4096
 """Bad messages in a row one connection may send; one more closes it."""
 SEND_TIMEOUT_S = 60.0
 """How long one frame or HTTP body chunk may take to leave."""
+SEND_BUFFER_BYTES = 131_072
+"""The kernel send buffer of each accepted connection (Linux doubles it). Left to autotuning,
+it grows to megabytes on a fast path (about 3 MB, a minute of pcm16, on loopback), and a peer
+that stops reading is only noticed when that minute has been rendered; 128 KiB still fills a
+100 ms round trip at over 1 MB/s, twenty times a 44.1 kHz wav stream."""
 MAX_WHOLE_FILES = 8
 """``stream: false`` answers (``POST /invocations``, ``/dev/captioned_speech``) prepared at once."""
 MAX_BODY_BYTES = 1_048_576

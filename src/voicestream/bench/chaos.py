@@ -652,12 +652,36 @@ def edge_table(rows: list[EdgeRow]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class ResidentMemory:
+    """The server's resident set when idle, once served and once after every fault and the soak
+    (goal: after within 1.3x of before, issue 27)."""
+
+    before_mb: float
+    after_mb: float
+
+    @property
+    def ratio(self) -> float:
+        return self.after_mb / self.before_mb
+
+
+async def idle_resident_mb(base_url: str, pid: int) -> float:
+    """The server's resident set (MB) once nothing is queued and no model run has gone for
+    longer than the engine waits before it hands its heap back (``voicestream.engine.memory``)."""
+    from voicestream.engine.memory import DEFAULT_RELEASE_AFTER_S
+
+    await _until_idle(base_url, 120.0)
+    await asyncio.sleep(DEFAULT_RELEASE_AFTER_S + 2.0)
+    return process_usage(pid)[0] / 1024
+
+
 @dataclass
 class ChaosResult:
     fuzz: list[SessionReport]
     faults: dict[str, str]
     soak: SoakReport
     edge: list[EdgeRow] = field(default_factory=list)
+    memory: ResidentMemory | None = None
 
     def tables(self) -> str:
         from voicestream.bench.table import markdown_table
@@ -692,6 +716,10 @@ class ChaosResult:
                 ["sessions", "seconds", "requests", "busy", "other errors", "first audio p50 ms",
                  "p95 ms", "memory MB (first 30 s -> last 30 s)", "open files"], soak_rows,
             ) + ("" if not soak.errors else f"\n\nerrors: {dict(soak.errors)}"),
+            *([] if self.memory is None else ["Resident memory, idle\n\n" + markdown_table(
+                ["served once, MB", "after the faults and the soak, MB", "after / before"],
+                [[f"{self.memory.before_mb:.0f}", f"{self.memory.after_mb:.0f}", f"{self.memory.ratio:.2f}x"]],
+            )]),
         ])
 
     def as_json(self) -> dict:
@@ -707,6 +735,7 @@ class ChaosResult:
                      "first_audio_p50_s": self.soak.percentile(0.5), "first_audio_p95_s": self.soak.percentile(0.95),
                      "memory_mb": [first_mb, last_mb], "open_files": [first_fds, last_fds],
                      "samples": self.soak.samples},
+            "resident_memory_mb": None if self.memory is None else dataclasses.asdict(self.memory),
         }
 
 
@@ -766,6 +795,8 @@ async def run_chaos(
     edge = await run_edge(serve_args)
     process, base_url = await _start_server("--max-sessions", str(max(72, sessions + 8)), *serve_args)
     try:
+        await _first_audio_s(base_url)
+        before_mb = await idle_resident_mb(base_url, process.pid)
         fuzzed = await fuzz(base_url, fuzz_sessions, fuzz_messages, seed)
         faults = {
             "client disconnects mid-stream": await fault_disconnect(base_url),
@@ -774,7 +805,8 @@ async def run_chaos(
             "adversarial texts (20,000 characters each)": await fault_adversarial_texts(base_url, process.pid),
         }
         soaked = await soak(base_url, sessions, duration_s, process.pid)
+        memory = ResidentMemory(before_mb, await idle_resident_mb(base_url, process.pid))
         faults["SIGTERM during synthesis"] = await fault_sigterm(base_url, process)
-        return ChaosResult(fuzzed, faults, soaked, edge)
+        return ChaosResult(fuzzed, faults, soaked, edge, memory)
     finally:
         await _stop(process)

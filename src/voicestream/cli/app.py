@@ -292,6 +292,11 @@ def serve(
                             "connection: 1008) that takes no frame, or drop a streamed HTTP response that takes "
                             "no body chunk, for this many seconds; its requests end and its slots are freed.")
     ] = limits.SEND_TIMEOUT_S,
+    send_buffer_bytes: Annotated[
+        int, typer.Option("--send-buffer-bytes", min=4096, help="Kernel send buffer of each accepted connection "
+                          "(bytes; Linux doubles it): bounds the audio a peer that stopped reading can be sent "
+                          "before --send-timeout starts to run.")
+    ] = limits.SEND_BUFFER_BYTES,
     max_whole_files: Annotated[
         int, typer.Option("--max-whole-files", help="`stream: false` answers (POST /invocations and "
                           "/dev/captioned_speech) prepared at once; more get `busy`.")
@@ -347,7 +352,8 @@ def serve(
         max_queue=max_queue, max_session_requests=max_session_requests, max_body_bytes=max_body_bytes,
         idle_timeout_s=idle_timeout, stale_after_s=stale_after, grace_s=grace_s, api_key=api_key or None,
         listener_budget_bytes=listener_budget_bytes, buffer_budget_bytes=buffer_budget_bytes,
-        max_session_errors=max_session_errors, send_timeout_s=send_timeout, max_whole_files=max_whole_files,
+        max_session_errors=max_session_errors, send_timeout_s=send_timeout, send_buffer_bytes=send_buffer_bytes,
+        max_whole_files=max_whole_files,
         cors_origins=tuple(cors_origin or ()), allowed_hosts=parse_names(allowed_host), pipelined=not sequential,
         pauses=replace(
             DEFAULT_PAUSES,

@@ -152,7 +152,7 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         loader = asyncio.create_task(load())
         wyoming = settings.wyoming_port and await serve_wyoming(
-            settings.host, settings.wyoming_port, state.wait, settings.max_body_bytes
+            settings.host, settings.wyoming_port, state.wait, settings.max_body_bytes, settings.send_buffer_bytes
         )
         yield
         loader.cancel()

@@ -26,7 +26,7 @@ def serve(settings: ServerSettings, log_level: str = "info") -> None:
     """Run until SIGTERM or Ctrl-C, then drain (``voicestream serve``, the container
     entrypoint). Logging is set up by the caller (``voicestream.logs``)."""
     config = _config(settings, None, log_level)
-    DrainingServer(config, drain=config.app.state.server.drain).run()
+    DrainingServer(config, drain=config.app.state.server.drain, send_buffer_bytes=settings.send_buffer_bytes).run()
 
 
 @contextmanager
@@ -35,5 +35,5 @@ def running_server(
 ) -> Iterator[str]:
     """A real server on 127.0.0.1 in a background thread; yields its base URL (tests, benchmarks, demo)."""
     settings = settings or ServerSettings(host="127.0.0.1", port=free_port())
-    with serving(_config(settings, engine, log_level), "speech-server") as url:
+    with serving(_config(settings, engine, log_level), "speech-server", settings.send_buffer_bytes) as url:
         yield url

@@ -50,6 +50,9 @@ class ServerSettings:
     send_timeout_s: float = limits.SEND_TIMEOUT_S
     """How long one frame or HTTP body chunk may take to leave; a client that reads nothing
     for this long is disconnected and its requests are dropped."""
+    send_buffer_bytes: int = limits.SEND_BUFFER_BYTES
+    """The kernel send buffer of each accepted connection (HTTP, WebSocket, Wyoming), so that
+    ``send_timeout_s`` starts soon after a peer stops reading (``voicestream.limits``)."""
     max_whole_files: int = limits.MAX_WHOLE_FILES
     """``stream: false`` answers collected at once (``POST /invocations`` and ``/dev/captioned_speech``;
     each holds its whole file); beyond, ``busy``."""

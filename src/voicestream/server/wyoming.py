@@ -41,6 +41,7 @@ from wyoming.tts import (
     SynthesizeStopped,
 )
 
+from voicestream.asgi import cap_send_buffer
 from voicestream.audio import ENGINE_SAMPLE_RATE
 from voicestream.protocol import DEFAULT_VOICE, ErrorCode, SpeechFault, voice_catalog
 from voicestream.protocol.wyoming import (
@@ -309,8 +310,10 @@ class WyomingConnection(Connection):
 
 async def serve_wyoming(
     host: str, port: int, service: Callable[[], Awaitable[SpeechService | None]], max_line_bytes: int,
+    send_buffer_bytes: int | None = None,
 ) -> asyncio.Server:
-    """Listen for Wyoming clients; each waits for the model (``service``) before it is served."""
+    """Listen for Wyoming clients; each waits for the model (``service``) before it is served.
+    Each connection's kernel send buffer is ``send_buffer_bytes`` (``voicestream.asgi.cap_send_buffer``)."""
 
     async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         transport = WyomingTransport(reader, writer, max_line_bytes)
@@ -320,4 +323,7 @@ async def serve_wyoming(
             log.exception("a Wyoming connection failed")
             writer.transport.abort()
 
-    return await asyncio.start_server(connected, host, port, limit=max_line_bytes)
+    server = await asyncio.start_server(connected, host, port, limit=max_line_bytes)
+    for sock in server.sockets:
+        cap_send_buffer(sock, send_buffer_bytes)
+    return server

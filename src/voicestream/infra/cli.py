@@ -304,8 +304,55 @@ def demo(
     ],
     prompt: Annotated[str, typer.Option(help="The same prompt for every mode.")],
     trials: Annotated[int, typer.Option(min=1, help="Answers per mode.")] = 1,
+    realtime: Annotated[
+        bool,
+        typer.Option(
+            "--realtime",
+            help="Instead: speak one OpenAI Realtime turn over the agent's /ws (an ARN: a SigV4-presigned URL).",
+        ),
+    ] = False,
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="With --realtime: where the spoken answer is written (WAV).")
+    ] = Path("realtime-answer.wav"),
 ) -> None:
-    """Run one prompt through bidi, batch and batch-stream and print time to first audio."""
+    """Run one prompt through bidi, batch and batch-stream and print time to first audio; with
+    --realtime, speak it as one OpenAI Realtime turn over /ws instead."""
+    if realtime:
+        _realtime_demo(endpoint_url, prompt, output)
+        return
     from voicestream.cli.agent_commands import print_comparison
 
     print_comparison(endpoint_url, prompt, trials, ["bidi", "batch", "batch-stream"])
+
+
+REALTIME_TURN_TIMEOUT_S = 300.0
+"""A cold runtime starts its microVM, then a CPU LLM writes the answer: minutes, not seconds."""
+
+
+def _realtime_demo(endpoint_url: str, prompt: str, output: Path) -> None:
+    """One Realtime turn: the answer's transcript and times printed, its audio written to `output`."""
+    import asyncio
+
+    from botocore.exceptions import BotoCoreError
+
+    from voicestream.audio.wav import wav_header
+    from voicestream.infra.realtime import (
+        SAMPLE_RATE,
+        RealtimeDemoError,
+        realtime_target,
+        speak_turn,
+    )
+    from voicestream.protocol import DEFAULT_VOICE, new_session_id
+
+    try:
+        target = realtime_target(endpoint_url, new_session_id())
+        turn = asyncio.run(speak_turn(target, prompt, DEFAULT_VOICE, REALTIME_TURN_TIMEOUT_S))
+    except (RealtimeDemoError, BotoCoreError, RuntimeError, ValueError) as error:
+        raise _fail(f"realtime: {error}") from None
+    output.write_bytes(wav_header(SAMPLE_RATE, data_bytes=len(turn.audio)) + turn.audio)
+    first = "-" if turn.first_audio_s is None else f"{turn.first_audio_s * 1000:.0f} ms"
+    typer.echo(f"status       {turn.status}")
+    typer.echo(f"first audio  {first}")
+    typer.echo(f"total        {turn.total_s * 1000:.0f} ms")
+    typer.echo(f"audio        {turn.audio_seconds:.2f} s -> {output}")
+    typer.echo(f"transcript   {turn.transcript}")

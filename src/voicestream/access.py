@@ -15,7 +15,7 @@ before the app sees a request (one pure ASGI middleware, `AccessMiddleware`):
    Origin's host and port are the request's ``Host``) or a ``--cors-origin``; no Origin
    header is a client that is not a browser, and is let in. A refused handshake is
    closed with 1008 before it is accepted (the client sees HTTP 403).
-3. **API key** (when one is set): ``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` (what
+3. **API key** (when one is set): ``Authorization: Bearer KEY`` (or ``Token KEY``, Deepgram's) or ``X-API-Key: KEY`` (what
    Cartesia's clients send: pipecat, LiveKit) on any request, or on a
    WebSocket handshake the subprotocol ``voicestream.key.KEY`` (browsers cannot set
    headers on a WebSocket; the server then answers with the subprotocol ``voicestream``,
@@ -99,7 +99,7 @@ def presented_key(scope: Scope) -> str | None:
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
+            if scheme.lower() in ("bearer", "token") and token.strip():  # "Token": Deepgram's scheme
                 return token.strip()
         if name == b"x-api-key" and value.strip():
             return value.decode("latin-1").strip()

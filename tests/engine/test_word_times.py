@@ -68,7 +68,8 @@ def test_times_scale_with_speed(engine: KokoroEngine) -> None:
 def test_words_keep_what_the_user_wrote(engine: KokoroEngine) -> None:
     text = "Dr. Lee paid $5 for **two** tickets."
     words, audio, _ = timed(engine, text)
-    assert [w.word for w in words] == ["Dr.", "Lee", "paid", "$5", "for", "**two**", "tickets."]
+    assert [w.word for w in words] == ["Dr.", "Lee", "paid", "$5", "for", "two", "tickets."]
+    assert [text[w.start_char : w.end_char] for w in words] == [w.word for w in words]
     assert_in_order_inside(words, audio)
     dollars = words[3]
     assert dollars.end_s - dollars.start_s > words[2].end_s - words[2].start_s  # "five dollars" is long
@@ -83,3 +84,13 @@ def test_japanese_and_chinese_words(engine: KokoroEngine, text: str, voice: str)
     assert "".join(w.word for w in words) == "".join(ch for ch in text if ch not in "、。，")
     assert len(words) >= 6
     assert_in_order_inside(words, audio)
+
+
+def test_asking_for_words_does_not_change_the_audio(engine: KokoroEngine) -> None:
+    """The cuts (the first clause, the break word) are the same with or without word times."""
+    text = "Every morning the old fisherman walks down to the harbor because he likes the quiet water."
+    with_words = list(engine.stream_timed(text, words=True))
+    without = list(engine.stream_timed(text, words=False))
+    assert len(with_words) == len(without) == 2  # cut before "because"
+    assert all(np.array_equal(a.audio, b.audio) for a, b in zip(with_words, without, strict=True))
+    assert with_words[1].words[0].word == "because" and with_words[1].words[0].start_char == text.index("because")

@@ -1,4 +1,5 @@
-"""The source spans of normalized words: what word timestamps show is what the user wrote."""
+"""The normalizer's trace: every spoken word knows the run of the text as sent that it
+stands for, so word timestamps show what the user wrote, where they wrote it."""
 
 from __future__ import annotations
 
@@ -6,37 +7,47 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from voicestream.text import normalize_for_speech
-from voicestream.text.spans import source_spans, token_spans
+from voicestream.text.normalize import normalize_traced
+from voicestream.text.spans import token_spans
 
 
 def written(source: str, language: str = "en-us") -> list[str]:
-    spoken = [normalize_for_speech(source, language)[a:b] for a, b in token_spans(normalize_for_speech(source, language), language)]
-    return [source[a:b] for a, b in source_spans(source, spoken, language)]
+    """Each spoken token as the source runs it comes from, joined."""
+    traced = normalize_traced(source, language)
+    return ["".join(source[a:b] for a, b in traced.pieces(*span)) for span in token_spans(traced.text, language)]
+
+
+def test_the_trace_does_not_change_the_normalized_text() -> None:
+    for text in ("It costs $5, said Dr. Lee.", "# Title\n\n- **one** & _two_\n| a | b |", "&amp; 10:30 a.m. 3.5%"):
+        assert normalize_traced(text).text == normalize_for_speech(text)
 
 
 def test_rewritten_words_keep_their_written_form() -> None:
-    assert written("Dr. Smith paid $5 today.") == ["Dr.", "Smith", "paid", "$5", "$5", "today."]
+    assert written("It costs $5, said Dr. Lee.") == ["It", "costs", "$5", "$5,", "said", "Dr.", "Lee."]
 
 
-def test_markup_maps_to_the_marked_up_word() -> None:
-    assert written("It is **very** good & cheap") == ["It", "is", "**very**", "good", "&", "cheap"]
+def test_markup_markers_fall_away() -> None:
+    assert written("It is **very** good & [cheap](http://x.example)") == ["It", "is", "very", "good", "&", "cheap"]
+    assert written("**bold**.") == ["bold."]
 
 
-def test_unchanged_text_maps_one_to_one() -> None:
-    text = "Plain words, nothing to rewrite here."
-    assert written(text) == text.split()
+def test_table_cells_and_entities_keep_their_own_runs() -> None:
+    assert written("| a | b |") == ["a", "b"]
+    assert written("salt &amp; pepper") == ["salt", "&amp;", "pepper"]
 
 
 def test_unspaced_languages_map_characters() -> None:
     assert written("今天很好。", "zh") == list("今天很好。")
 
 
-@given(st.lists(st.sampled_from(["Dr.", "$5", "the", "**x**", "10:30", "a.m.", "3%", "e.g.", "cat,"]), min_size=1, max_size=12))
-def test_spans_are_in_order_and_inside_the_source(words: list[str]) -> None:
+@given(st.lists(st.sampled_from(["Dr.", "$5", "the", "**x**", "10:30", "a.m.", "3%", "e.g.", "cat,", "&amp;", "\n"]), min_size=1, max_size=12))
+def test_runs_are_inside_the_source_and_in_order(words: list[str]) -> None:
     source = " ".join(words)
-    normalized = normalize_for_speech(source)
-    spoken = [normalized[a:b] for a, b in token_spans(normalized, "en-us")]
-    spans = source_spans(source, spoken, "en-us")
-    assert len(spans) == len(spoken)
-    assert all(0 <= a < b <= len(source) for a, b in spans)
-    assert [a for a, _ in spans] == sorted(a for a, _ in spans)
+    traced = normalize_traced(source)
+    assert traced.text == normalize_for_speech(source)
+    starts = []
+    for span in token_spans(traced.text, "en-us"):
+        runs = traced.pieces(*span)
+        assert runs and all(0 <= a <= b <= len(source) for a, b in runs)
+        starts.append(runs[0][0])
+    assert starts == sorted(starts)

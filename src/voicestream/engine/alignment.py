@@ -39,6 +39,8 @@ class PieceWords:
 
     texts: tuple[str, ...]
     labels: tuple[int, ...]
+    spans: tuple[tuple[int, int], ...] = ()
+    """Each word's offsets in the text as sent (start, end exclusive), when known."""
 
 
 def label_phonemes(phonemes: str, word_phonemes: Sequence[str]) -> list[int]:
@@ -108,7 +110,9 @@ def time_words(words: PieceWords, phonemes: str, durations: Sequence[int]) -> li
         start, end = max(0.0, start - offset), max(0.0, end - offset)
         start = max(start, cursor)
         end = max(end, start)
-        timings.append(WordTiming(word=text, start_s=start * FRAME_S, end_s=end * FRAME_S))
+        chars = words.spans[index] if index < len(words.spans) else (None, None)
+        timings.append(WordTiming(word=text, start_s=start * FRAME_S, end_s=end * FRAME_S,
+                                  start_char=chars[0], end_char=chars[1]))
         cursor = end
     return timings
 
@@ -123,15 +127,26 @@ def shift_words(
     shift = (pause_before - head_removed) / sample_rate
     floor, ceiling = pause_before / sample_rate, length / sample_rate
     return [
-        WordTiming(
-            word=w.word,
-            start_s=min(max(w.start_s + shift, floor), ceiling),
-            end_s=min(max(w.end_s + shift, floor), ceiling),
-        )
+        w.model_copy(update={
+            "start_s": min(max(w.start_s + shift, floor), ceiling),
+            "end_s": min(max(w.end_s + shift, floor), ceiling),
+        })
         for w in words
     ]
 
 
 def offset_words(words: Sequence[WordTiming], seconds: float) -> list[WordTiming]:
     """Word times of one piece made relative to a request's audio that starts ``seconds`` earlier."""
-    return [WordTiming(word=w.word, start_s=w.start_s + seconds, end_s=w.end_s + seconds) for w in words]
+    return [w.model_copy(update={"start_s": w.start_s + seconds, "end_s": w.end_s + seconds}) for w in words]
+
+
+def offset_chars(words: Sequence[WordTiming], chars: int) -> list[WordTiming]:
+    """Word offsets of one part of a text made relative to the whole, which holds ``chars``
+    characters before that part (a streamed utterance's chunk, an answer's sentence)."""
+    if not chars:
+        return list(words)
+    return [
+        w.model_copy(update={"start_char": w.start_char + chars, "end_char": w.end_char + chars})
+        if w.start_char is not None and w.end_char is not None else w
+        for w in words
+    ]

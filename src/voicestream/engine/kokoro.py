@@ -54,7 +54,7 @@ from voicestream.engine.vocoder import (
 )
 from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights, variant_for
-from voicestream.engine.words import WordPlanner
+from voicestream.engine.words import SentenceWords, WordPlanner
 from voicestream.protocol import (
     DEFAULT_LANGUAGE,
     DEFAULT_VOICE,
@@ -66,7 +66,8 @@ from voicestream.protocol import (
     parse_voice,
     resolve_language,
 )
-from voicestream.text import IncrementalSentenceChunker, normalize_for_speech
+from voicestream.text import IncrementalSentenceChunker
+from voicestream.text.normalize import normalize_traced
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -305,37 +306,50 @@ class KokoroEngine:
         normalizer, with ``language``'s rules). Laziness matters: phonemizing a long block
         up front would delay its first audio. With `cut_first_clause` the first sentence
         ends its first piece at a clause mark (`split_first_clause`), or, in an English
-        sentence without one, before a break word (`split_before_break_word`; not with
-        `words`, whose phonemes must be the sentence's): for a listener who hears nothing
-        yet; one whose audio is playing gains nothing from the extra cut. For the same listener
-        the first piece is also `Piece.windowed`, so that every API gives the same audio as
-        the server gives a new listener. With `words`, each piece also knows which
-        written word of ``text`` each of its phonemes speaks, so that `render_timed` can time them.
+        sentence without one, before a break word (`split_before_break_word`): for a
+        listener who hears nothing yet; one whose audio is playing gains nothing from the
+        extra cut. For the same listener the first piece is also `Piece.windowed`, so that
+        every API gives the same audio as the server gives a new listener. With `words`,
+        each piece also knows which written word of ``text`` each of its phonemes speaks
+        (and where that word is in ``text``), so that `render_timed` can time them; the
+        pieces and their audio are the same with or without.
         """
-        sentences = split_sentences(normalize_for_speech(text, language))
-        planner = WordPlanner(self._phonemizer, text, sentences, language) if words else None
+        spoken = normalize_traced(text, language)
+        sentences = split_sentences(spoken.text)
+        planner = WordPlanner(self._phonemizer, text, spoken, sentences, language) if words else None
         for s_index, sentence in enumerate(sentences):
             phonemes = self._phonemizer.phonemize(sentence, language)
             batches = split_phonemes(phonemes)
+            # each piece's phonemes, the phonemes they are a run of, and those phonemes' words
+            pieces: list[tuple[str, str, SentenceWords | None]] | None = None
             if cut_first_clause and s_index == 0 and batches:  # first audio waits for this piece only
                 batches = [*split_first_clause(batches[0]), *batches[1:]]
-                halves = split_before_break_word(sentence) if planner is None and len(batches) == 1 else []
+                halves = split_before_break_word(sentence) if len(batches) == 1 else []
                 if len(halves) > 1 and language.startswith("en"):
-                    batches = [self._phonemizer.phonemize(half, language) for half in halves]
-            sentence_words = planner.sentence(s_index, sentence, phonemes) if planner else None
+                    head = len(halves[0].split())
+                    pieces = []
+                    for half, tokens in zip(halves, (slice(None, head), slice(head, None)), strict=True):
+                        half_phonemes = self._phonemizer.phonemize(half, language)
+                        half_words = planner.sentence(s_index, half_phonemes, tokens) if planner else None
+                        pieces.append((half_phonemes, half_phonemes, half_words))
+            if pieces is None:
+                sentence_words = planner.sentence(s_index, phonemes) if planner else None
+                pieces = [(batch, phonemes, sentence_words) for batch in batches]
             cursor = 0
-            for b_index, batch in enumerate(batches):
+            for b_index, (batch, source, sentence_words) in enumerate(pieces):
                 piece_words = None
                 if sentence_words is not None:
-                    piece_words, cursor = sentence_words.for_batch(phonemes, batch, cursor)
+                    if b_index and sentence_words is not pieces[b_index - 1][2]:
+                        cursor = 0
+                    piece_words, cursor = sentence_words.for_batch(source, batch, cursor)
                 first = s_index == 0 and b_index == 0
-                last = s_index == len(sentences) - 1 and b_index == len(batches) - 1
+                last = s_index == len(sentences) - 1 and b_index == len(pieces) - 1
                 yield Piece(
                     text=sentence,
                     phonemes=batch,
                     first=first,
                     last=last,
-                    ends_sentence=b_index == len(batches) - 1,
+                    ends_sentence=b_index == len(pieces) - 1,
                     silence_before_s=self.pauses.before(first, ends_sentence_before=b_index == 0),
                     silence_after_s=self.pauses.after(last),
                     words=piece_words,

@@ -375,12 +375,18 @@ class AudioEvent(WireModel):
 
 
 class WordTiming(WireModel):
-    """One written word (as the user sent it, before normalization) and when it is spoken,
-    in seconds from the start of its request's audio."""
+    """One written word (as the user sent it, before normalization, markup markers left
+    out) and when it is spoken, in seconds from the start of its request's audio.
+
+    ``start_char`` and ``end_char`` (*extension*) are the word's offsets in the text as
+    sent, in Unicode code points, end exclusive: ``text[start_char:end_char]`` is the word,
+    or holds it with the markers it was written with ("**bold**")."""
 
     word: str
     start_s: float
     end_s: float
+    start_char: int | None = None
+    end_char: int | None = None
 
 
 class WordTimestamps(WireModel):

@@ -24,7 +24,8 @@ from voicestream.access import AccessPolicy, accepted_subprotocol, protect
 from voicestream.engine import KokoroEngine
 from voicestream.protocol import ErrorCode, ErrorFrame
 from voicestream.server.captioned import captioned_speech
-from voicestream.server.cartesia import tts_bytes, tts_websocket
+from voicestream.server.cartesia import tts_bytes, tts_sse, tts_websocket
+from voicestream.server.deepgram import speak, speak_websocket
 from voicestream.server.discovery import list_models, list_openai_voices, list_voices
 from voicestream.server.http import error_response, invocations, openai_speech
 from voicestream.server.metrics import CONTENT_TYPE, ServerMetrics
@@ -171,6 +172,9 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
             Route("/v1/audio/voices", _needs_service(list_openai_voices), methods=["GET"]),
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/tts/bytes", _needs_service(tts_bytes), methods=["POST"]),
+            Route("/tts/sse", _needs_service(tts_sse), methods=["POST"]),
+            Route("/v1/speak", _needs_service(speak), methods=["POST"]),
+            WebSocketRoute("/v1/speak", speak_websocket),
             Route("/metrics", metrics, methods=["GET"]),
             WebSocketRoute("/invocations-bidirectional-stream", bidirectional_stream),
             WebSocketRoute("/tts/websocket", tts_websocket),

@@ -32,7 +32,11 @@ import re
 from collections.abc import Callable, Iterator
 
 from voicestream.text.abbreviations import MONTHS, TITLES
+from voicestream.text.spans import TracedText
 from voicestream.text.spoken_forms import speak_in_language
+
+_CHARACTER_REFERENCE = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")
+"""What `html.unescape` replaces (its own pattern), so that each reference is traced."""
 
 _CODE_FENCE_BLOCK = re.compile(
     r"^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\1[^\n]*$", re.MULTILINE | re.DOTALL
@@ -63,6 +67,8 @@ _TABLE_RULE = re.compile(
 )
 _TABLE_ROW = re.compile(r"^[ \t]*+\|(.*)", re.MULTILINE)
 """A row's cells: a closing "|" and trailing spaces make only empty cells, which are dropped."""
+_TABLE_CELL = re.compile(r"[^|\s](?:[^|]*[^|\s])?")
+"""A cell of a row, less the spaces around it (`_speak_table_row` strips them)."""
 _INLINE_CODE = re.compile(r"`+([^`\n]*)`+")
 _STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _STRONG_OPENER = re.compile(r"(\*\*|__)(?=\S)")
@@ -141,6 +147,10 @@ _POSTFIX_FORMS = {
 _SENTENCE_CONTINUES = re.compile(r"[ \t]*[a-z0-9,;:)]")
 """What follows an abbreviation's period when that period does not end the sentence."""
 _ONLY_SPACE_LEFT = re.compile(r"\s*+\Z")
+_UNTIDY = re.compile(r"\s{2,}|[^\S ]|^ | $")
+"""Whitespace that `_tidy_whitespace` changes (or may: a single newline stays one)."""
+_LINE_BOUNDARY = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+"""Where `str.splitlines` cuts lines."""
 
 
 def normalize_for_speech(text: str, language: str = "en-us") -> str:
@@ -149,44 +159,56 @@ def normalize_for_speech(text: str, language: str = "en-us") -> str:
 
     The rules for symbols and numbers are English ones and apply to English (``en-*``)
     only; other languages get theirs from :func:`speak_in_language`."""
+    return normalize_traced(text, language).text
+
+
+def normalize_traced(text: str, language: str = "en-us") -> TracedText:
+    """`normalize_for_speech`, each character of the result knowing the span of ``text`` it
+    stands for (`TracedText`): what word timestamps show the words as written with."""
     # removing markup can expose more: "🎉 - item", "**# x**"
-    text = _until_stable(_strip_markup, _EMOJI.sub("", html.unescape(text)))
+    source = TracedText(text)
+    unescaped = source.sub(_CHARACTER_REFERENCE, functools.partial(_unescape, source))
+    traced = _until_stable(_strip_markup, unescaped.sub(_EMOJI, ""))
     if language.startswith("en"):
         rewrite = _speak_symbols
     else:
         rewrite = functools.partial(speak_in_language, language=language)
-    text = _rewrite_outside_urls(_tidy_whitespace(text), rewrite)
-    return _tidy_whitespace(text)
+    traced = _rewrite_outside_urls(_tidy_whitespace(traced), rewrite)
+    return _tidy_whitespace(traced)
 
 
-def _strip_markup(text: str) -> str:
-    text = _CODE_FENCE_BLOCK.sub("", text)
-    text = _CODE_FENCE_MARKER.sub("", text)
-    text = _HTML_COMMENT.sub("", text)
-    text = _AUTOLINK.sub(r"\1", text)
-    text = _HTML_BLOCK_TAG.sub("\n", text)
-    text = _HTML_TAG.sub("", text)
-    text = _IMAGE.sub(_keep_unless(""), text)
-    text = _LINK.sub(_keep_unless(r"\1"), text)
-    text = _REFERENCE_LINK.sub(_keep_unless(r"\1"), text)
-    text = _HORIZONTAL_RULE.sub("", text)
-    text = _LINE_MARKERS.sub("", text)
-    text = _TABLE_RULE.sub("", text)
-    text = _TABLE_ROW.sub(_speak_table_row, text)
-    text = _rewrite_outside_urls(text, _strip_inline_markup)
-    return text
+def _unescape(source: TracedText, match: re.Match[str]) -> TracedText:
+    """A character reference ("&amp;") as the character it stands for, traced to all of it."""
+    return TracedText.literal(html.unescape(match.group()), source.span(*match.span()))
 
 
-def _strip_inline_markup(text: str) -> str:
-    text = _INLINE_CODE.sub(r"\1", text)
+def _strip_markup(text: TracedText) -> TracedText:
+    text = text.sub(_CODE_FENCE_BLOCK, "")
+    text = text.sub(_CODE_FENCE_MARKER, "")
+    text = text.sub(_HTML_COMMENT, "")
+    text = text.sub(_AUTOLINK, r"\1")
+    text = text.sub(_HTML_BLOCK_TAG, "\n")
+    text = text.sub(_HTML_TAG, "")
+    text = text.sub(_IMAGE, _keep_unless(""))
+    text = text.sub(_LINK, _keep_unless(r"\1"))
+    text = text.sub(_REFERENCE_LINK, _keep_unless(r"\1"))
+    text = text.sub(_HORIZONTAL_RULE, "")
+    text = text.sub(_LINE_MARKERS, "")
+    text = text.sub(_TABLE_RULE, "")
+    text = text.sub(_TABLE_ROW, functools.partial(_speak_table_row, text))
+    return _rewrite_outside_urls(text, _strip_inline_markup)
+
+
+def _strip_inline_markup(text: TracedText) -> TracedText:
+    text = text.sub(_INLINE_CODE, r"\1")
     text = _until_stable(_strip_emphasis, text)  # nested: ***both*** or **a _b_ c**
-    return _STRAY_MARKUP.sub("", text)
+    return text.sub(_STRAY_MARKUP, "")
 
 
-def _strip_emphasis(text: str) -> str:
+def _strip_emphasis(text: TracedText) -> TracedText:
     text = _strong_markers(text)
-    text = _EMPHASIS.sub(r"\2", text)
-    return _STRIKETHROUGH.sub(r"\1", text)
+    text = text.sub(_EMPHASIS, r"\2")
+    return text.sub(_STRIKETHROUGH, r"\1")
 
 
 MAX_PASSES = 8
@@ -195,10 +217,10 @@ contrived nesting ("[[[[a](x)](x)](x)](x)" a thousand deep) would take a pass pe
 over the whole text, and is left with its innermost marks instead."""
 
 
-def _until_stable(strip: Callable[[str], str], text: str) -> str:
+def _until_stable(strip: Callable[[TracedText], TracedText], text: TracedText) -> TracedText:
     for _ in range(MAX_PASSES):
         stripped = strip(text)
-        if stripped == text:
+        if stripped.text == text.text:
             break
         text = stripped
     return text
@@ -210,11 +232,12 @@ def _keep_unless(template: str) -> Callable[[re.Match[str]], str]:
     return lambda match: match.expand(template) if match["end"] else match.group()
 
 
-def _strong_markers(text: str) -> str:
+def _strong_markers(traced: TracedText) -> TracedText:
     """`_STRONG.sub(r"\2", text)` without rescanning a line for each marker that cannot
     close: once a "**" (or "__") finds no closing one on its line, no later one on that
     line can find one either."""
-    parts: list[str] = []
+    text = traced.text
+    parts: list[TracedText] = []
     last = 0
     hopeless_until = {"**": -1, "__": -1}
     position = 0
@@ -224,30 +247,30 @@ def _strong_markers(text: str) -> str:
         if start < hopeless_until[opener[1]]:
             continue
         if match := _STRONG.match(text, start):
-            parts += (text[last:start], match[2])
+            parts += (traced[last:start], traced[match.start(2) : match.end(2)])
             last = position = match.end()
         else:
             line_end = text.find("\n", start)
             hopeless_until[opener[1]] = len(text) if line_end < 0 else line_end
-    parts.append(text[last:])
-    return "".join(parts)
+    if not parts:
+        return traced
+    parts.append(traced[last:])
+    return TracedText.join(parts)
 
 
-def _speak_table_row(match: re.Match[str]) -> str:
-    cells = (cell.strip() for cell in match.group(1).split("|"))
-    return ", ".join(cell for cell in cells if cell)
+def _speak_table_row(traced: TracedText, match: re.Match[str]) -> TracedText:
+    """A row's cells joined by commas, each cell traced to its own text."""
+    cells: list[TracedText] = []
+    for cell in _TABLE_CELL.finditer(match.string, match.start(1), match.end(1)):
+        if cells:
+            cells.append(TracedText.literal(", ", traced.span(cell.start(), cell.start())))
+        cells.append(traced[cell.start() : cell.end()])
+    return TracedText.join(cells)
 
 
-def _rewrite_outside_urls(text: str, rewrite: Callable[[str], str]) -> str:
+def _rewrite_outside_urls(text: TracedText, rewrite: Callable[[TracedText], TracedText]) -> TracedText:
     """Apply `rewrite` to the text between URLs and e-mail addresses only."""
-    parts: list[str] = []
-    last = 0
-    for match in _urls_and_emails(text):
-        parts.append(rewrite(text[last : match.start()]))
-        parts.append(match.group())
-        last = match.end()
-    parts.append(rewrite(text[last:]))
-    return "".join(parts)
+    return text.map_text(rewrite, [match.span() for match in _urls_and_emails(text.text)])
 
 
 def _urls_and_emails(text: str) -> Iterator[re.Match[str]]:
@@ -263,23 +286,21 @@ def _urls_and_emails(text: str) -> Iterator[re.Match[str]]:
         position = match.end()
 
 
-def _speak_symbols(text: str) -> str:
-    text = _AMPERSAND.sub(" and ", text)
-    text = _MONTH.sub(lambda m: MONTHS[m.group(1)], text)
-    text = _SAINT_OR_STREET.sub(_speak_saint_or_street, text)
-    text = _TITLE.sub(lambda m: TITLES[m.group(1)], text)
-    text = _NUMBER_WORDS.sub(_speak_number_word, text)
-    text = _LATIN.sub(_speak_latin, text)
-    text = _POSTFIX.sub(
-        lambda m: _POSTFIX_FORMS[m.group(1)] + _kept_period(m.string, m.end()), text
-    )
-    text = _THOUSANDS_SEPARATOR.sub("", text)
-    text = _MONEY.sub(_speak_money, text)
-    text = _PERCENT.sub(r"\1 percent", text)
-    text = _TIME.sub(_speak_time, text)
-    text = _DEGREES.sub(_speak_degrees, text)
-    text = _DECIMAL.sub(_speak_decimal, text)
-    return _NUMBER_RANGE.sub(r"\1 to \2", text)
+def _speak_symbols(text: TracedText) -> TracedText:
+    text = text.sub(_AMPERSAND, " and ")
+    text = text.sub(_MONTH, lambda m: MONTHS[m.group(1)])
+    text = text.sub(_SAINT_OR_STREET, _speak_saint_or_street)
+    text = text.sub(_TITLE, lambda m: TITLES[m.group(1)])
+    text = text.sub(_NUMBER_WORDS, _speak_number_word)
+    text = text.sub(_LATIN, _speak_latin)
+    text = text.sub(_POSTFIX, lambda m: _POSTFIX_FORMS[m.group(1)] + _kept_period(m.string, m.end()))
+    text = text.sub(_THOUSANDS_SEPARATOR, "")
+    text = text.sub(_MONEY, _speak_money)
+    text = text.sub(_PERCENT, r"\1 percent")
+    text = text.sub(_TIME, _speak_time)
+    text = text.sub(_DEGREES, _speak_degrees)
+    text = text.sub(_DECIMAL, _speak_decimal)
+    return text.sub(_NUMBER_RANGE, r"\1 to \2")
 
 
 def _speak_number_word(match: re.Match[str]) -> str:
@@ -361,6 +382,13 @@ def _speak_decimal(match: re.Match[str]) -> str:
     return f"{whole} point {' '.join(fraction)}"
 
 
-def _tidy_whitespace(text: str) -> str:
-    lines = (" ".join(line.split()) for line in text.splitlines())
-    return "\n".join(line for line in lines if line)
+def _tidy_whitespace(text: TracedText) -> TracedText:
+    """Each line's words joined by one space, the lines that hold any by one newline:
+    ``"\\n".join(" ".join(line.split()) for line in text.splitlines())`` less its empty lines."""
+    return text.sub(_UNTIDY, _tidied)
+
+
+def _tidied(match: re.Match[str]) -> str:
+    if match.start() == 0 or match.end() == len(match.string):
+        return ""
+    return "\n" if _LINE_BOUNDARY.search(match.group()) else " "

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from num2words import num2words
 
+from voicestream.text.spans import TracedText
+
 
 @dataclass(frozen=True)
 class SpokenForms:
@@ -95,12 +97,12 @@ def _speak_number(match: re.Match[str], forms: SpokenForms) -> str:
     return f"{spoken} {forms.decimal_word} {fraction_words}"
 
 
-def speak_in_language(text: str, language: str) -> str:
+def speak_in_language(text: TracedText, language: str) -> TracedText:
     """``text`` with titles, percentages and numbers written out in ``language``; other
     languages (and those numbers their G2P reads) unchanged."""
     forms = SPOKEN_FORMS.get(language)
     if forms is None:
         return text
-    text = _TITLE_PATTERNS[language].sub(lambda m: forms.titles[m[1]], text)
-    text = _PERCENT.sub(rf"\1 {forms.percent_word}", text)
-    return _NUMBER.sub(lambda m: _speak_number(m, forms), text)
+    text = text.sub(_TITLE_PATTERNS[language], lambda m: forms.titles[m[1]])
+    text = text.sub(_PERCENT, rf"\1 {forms.percent_word}")
+    return text.sub(_NUMBER, lambda m: _speak_number(m, forms))

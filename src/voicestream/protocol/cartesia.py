@@ -1,5 +1,5 @@
-"""Cartesia's speech API messages, as pydantic models: what ``WS /tts/websocket`` and
-``POST /tts/bytes`` take, and what the socket answers.
+"""Cartesia's speech API messages, as pydantic models: what ``WS /tts/websocket``,
+``POST /tts/bytes`` and ``POST /tts/sse`` take, and what the socket and the events answer.
 
 The shapes follow what pipecat's ``CartesiaTTSService`` and LiveKit's ``cartesia.TTS`` send
 and read (their installed source, where it differs from Cartesia's documentation): see
@@ -104,9 +104,12 @@ class CartesiaGeneration(InboundMessage):
     @model_validator(mode="before")
     @classmethod
     def _usable_context_id(cls, data: Any) -> Any:
+        """A context id that is no non-empty string counts as none; a voice given as a bare
+        id (what the official SDK sends) is the id form."""
         if isinstance(data, dict):
-            context_id = data.get("context_id")
-            return {**data, "context_id": context_id if isinstance(context_id, str) and context_id else None}
+            context_id, voice = data.get("context_id"), data.get("voice")
+            data = {**data, "context_id": context_id if isinstance(context_id, str) and context_id else None}
+            return {**data, "voice": {"mode": "id", "id": voice}} if isinstance(voice, str) else data
         return data
 
     @classmethod
@@ -208,6 +211,17 @@ class CartesiaDone(CartesiaAnswer):
     type: Literal["done"] = "done"
     done: bool = True
     status_code: int = 200
+
+
+class CartesiaStreamError(CartesiaAnswer):
+    """``/tts/sse``'s error event, in the shape the official SDK reads (``title``, ``message``)."""
+
+    type: Literal["error"] = "error"
+    done: bool = True
+    title: str
+    message: str
+    error_code: str
+    request_id: str
 
 
 class CartesiaError(CartesiaAnswer):

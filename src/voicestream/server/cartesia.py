@@ -1,4 +1,5 @@
-"""Cartesia's speech API over the same core: ``WS /tts/websocket`` and ``POST /tts/bytes``.
+"""Cartesia's speech API over the same core: ``WS /tts/websocket``, ``POST /tts/bytes`` and
+``POST /tts/sse``.
 
 pipecat's ``CartesiaTTSService(url=...)`` and LiveKit's ``cartesia.TTS(base_url=...)``
 speak through voicestream unchanged. Their source, not Cartesia's documentation, set the
@@ -20,6 +21,11 @@ Model ids and ``Cartesia-Version`` are accepted and ignored; voice ids are Kokor
 or blends (``af_heart``, ``af_bella+am_adam``). With ``add_timestamps`` the words of each
 piece go out as a ``timestamps`` message before the audio they time (seconds from the
 start of the context's audio), as the core times them.
+
+The official ``cartesia`` SDK works unchanged too: its WebSocket helpers (contexts pushed
+to, ``no_more_inputs()``, ``cancel()``, a voice given as a bare id, its default output
+``pcm_f32le`` at 44100 Hz) and ``tts.generate_sse``, whose events (``chunk``,
+``timestamps``, ``done``, or an ``error`` in place of the rest) carry the socket's shapes.
 """
 
 from __future__ import annotations
@@ -29,23 +35,26 @@ import base64
 import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator, Sequence
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from voicestream.audio import ENGINE_SAMPLE_RATE, Float32Encoder, create_encoder
-from voicestream.engine.alignment import offset_words
+from voicestream.engine.alignment import WordTiming, offset_words
 from voicestream.protocol import ErrorCode, ProtocolError, SpeechFault, load_json_object
 from voicestream.protocol.cartesia import (
     BYTES_CONTAINERS,
     RAW_ENCODINGS,
+    SOCKET_CONTAINERS,
     CartesiaAnswer,
     CartesiaChunk,
     CartesiaDone,
     CartesiaError,
     CartesiaFlushDone,
     CartesiaGeneration,
+    CartesiaStreamError,
     CartesiaTimestamps,
     CartesiaWordTimestamps,
     parse_generation,
@@ -58,10 +67,7 @@ from voicestream.server.connection import (
 )
 from voicestream.server.http import audio_body, error_response, read_body, stream_response
 from voicestream.server.job import Listener
-from voicestream.server.requests import (
-    AudioStream,
-    SpeechService,
-)
+from voicestream.server.requests import AudioStream, SpeechService, SynthesisFailed
 from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice, start_job
 from voicestream.text import ChunkSchedule
 
@@ -90,6 +96,21 @@ def _output(request: CartesiaGeneration) -> Output:
     if fmt.encoding == "pcm_f32le":
         return Output("pcm16", rate, lambda: Float32Encoder(rate, ENGINE_SAMPLE_RATE), timed)
     return Output("wav" if fmt.container == "wav" else str(RAW_ENCODINGS[fmt.encoding]), rate, None, timed)
+
+
+def _timestamps(context_id: str | None, words: Sequence[WordTiming]) -> CartesiaTimestamps:
+    return CartesiaTimestamps(context_id=context_id, word_timestamps=CartesiaWordTimestamps(
+        words=[w.word for w in words],
+        start=[round(w.start_s, 3) for w in words],
+        end=[round(w.end_s, 3) for w in words],
+    ))
+
+
+def _chunk(context_id: str | None, data: bytes, started: float) -> CartesiaChunk:
+    return CartesiaChunk(
+        context_id=context_id, data=base64.b64encode(data).decode("ascii"),
+        step_time=round((time.monotonic() - started) * 1000, 1),
+    )
 
 
 class _Context:
@@ -160,21 +181,10 @@ class _Context:
                 if self.speech.cancelled:
                     return
                 if chunk.words and self.add_timestamps:
-                    words = offset_words(chunk.words, self.spoken_s)
-                    await self.socket.emit(CartesiaTimestamps(context_id=self.id, word_timestamps=CartesiaWordTimestamps(
-                        words=[w.word for w in words],
-                        start=[round(w.start_s, 3) for w in words],
-                        end=[round(w.end_s, 3) for w in words],
-                    )))
+                    await self.socket.emit(_timestamps(self.id, offset_words(chunk.words, self.spoken_s)))
                 if chunk.data:
-                    await self._emit_chunk(chunk.data, started)
+                    await self.socket.emit(_chunk(self.id, chunk.data, started))
         self.spoken_s += stream.job.audio_seconds
-
-    async def _emit_chunk(self, data: bytes, started: float) -> None:
-        await self.socket.emit(CartesiaChunk(
-            context_id=self.id, data=base64.b64encode(data).decode("ascii"),
-            step_time=round((time.monotonic() - started) * 1000, 1),
-        ))
 
 
 class CartesiaSocket(Connection):
@@ -264,19 +274,66 @@ async def tts_websocket(websocket: WebSocket) -> None:
     await CartesiaSocket.serve(WebSocketTransport(websocket), service)
 
 
+def _start(service: SpeechService, request: CartesiaGeneration, route: str) -> AudioStream:
+    """Queue a whole-transcript request (``/tts/bytes``, ``/tts/sse``); the encoder is built
+    before it is queued (one that cannot start is refused with nothing queued). The caller
+    hands the stream to a response at once, which owns the request from birth."""
+    if not request.transcript.strip():
+        raise ProtocolError(ErrorCode.TEXT_REQUIRED, "transcript is required and must not be blank")
+    job = start_job(service, request.transcript, _voice(request), _output(request), Listener(), route, ROUTE)
+    return service.stream(job, ROUTE)
+
+
+async def _read_generation(request: Request, service: SpeechService, containers: tuple[str, ...]) -> CartesiaGeneration:
+    return parse_generation(load_json_object(await read_body(request, service.settings.max_body_bytes)), containers)
+
+
+def _refused(service: SpeechService, fault: SpeechFault) -> Response:
+    service.metrics.errors.labels(code=fault.code.value).inc()
+    return error_response(fault.code, fault.message, fault.http_status)
+
+
 async def tts_bytes(request: Request) -> Response:
-    """``POST /tts/bytes``: the whole transcript, its audio streamed as it renders. The
-    encoder is built before the request is queued (one that cannot start is refused with
-    nothing queued), and the response owns the request from birth (`http.JobResponse`)."""
+    """``POST /tts/bytes``: the whole transcript, its audio streamed as it renders."""
     service: SpeechService = request.app.state.service
     try:
-        body = parse_generation(load_json_object(await read_body(request, service.settings.max_body_bytes)), BYTES_CONTAINERS)
-        if not body.transcript.strip():
-            raise ProtocolError(ErrorCode.TEXT_REQUIRED, "transcript is required and must not be blank")
-        job = start_job(service, body.transcript, _voice(body), _output(body), Listener(), "tts-bytes", ROUTE)
+        stream = _start(service, await _read_generation(request, service, BYTES_CONTAINERS), "tts-bytes")
     except SpeechFault as fault:
-        service.metrics.errors.labels(code=fault.code.value).inc()
-        return error_response(fault.code, fault.message, fault.http_status)
-    stream = service.stream(job, ROUTE)
+        return _refused(service, fault)
     return stream_response(service, stream, audio_body(stream), stream.encoder.content_type)
 
+
+async def tts_sse(request: Request) -> Response:
+    """``POST /tts/sse``: the whole transcript, its audio as ``chunk`` events as it renders
+    (raw audio only, as Cartesia's), each piece's words first as a ``timestamps`` event
+    when asked, then ``done``; a failure after the headers ends it with an ``error`` event."""
+    service: SpeechService = request.app.state.service
+    try:
+        body = await _read_generation(request, service, SOCKET_CONTAINERS)
+        stream = _start(service, body, body.context_id or "tts-sse")
+    except SpeechFault as fault:
+        return _refused(service, fault)
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return stream_response(service, stream, _sse_events(stream, body), "text/event-stream", **headers)
+
+
+def _event(answer: CartesiaAnswer) -> bytes:
+    return f"event: {answer.type}\ndata: {answer.to_json()}\n\n".encode()
+
+
+async def _sse_events(stream: AudioStream, request: CartesiaGeneration) -> AsyncIterator[bytes]:
+    context_id, started = request.context_id, time.monotonic()
+    try:
+        async with contextlib.aclosing(stream.chunks()) as chunks:
+            async for chunk in chunks:
+                if chunk.words and request.add_timestamps:
+                    yield _event(_timestamps(context_id, chunk.words))
+                if chunk.data:
+                    yield _event(_chunk(context_id, chunk.data, started))
+        if stream.result is not None:
+            yield _event(CartesiaDone(context_id=context_id))
+    except SynthesisFailed as failure:
+        yield _event(CartesiaStreamError(
+            context_id=context_id, status_code=failure.http_status, title="Synthesis failed",
+            message=failure.message, error_code=failure.code.value, request_id=stream.job.request_id,
+        ))

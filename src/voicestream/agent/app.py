@@ -35,7 +35,9 @@ from typing import Any
 import uvicorn
 from bedrock_agentcore.runtime import BedrockAgentCoreApp, RequestContext
 from starlette.responses import JSONResponse
+from starlette.routing import WebSocketRoute
 from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
 from strands.models import Model
 
 from voicestream.access import AccessPolicy, parse_names, protect
@@ -43,6 +45,7 @@ from voicestream.agent.body_limit import BodyLimit
 from voicestream.agent.conversation import ConversationLimits, ConversationStore
 from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
 from voicestream.agent.local_llm import DEFAULT_LOCAL_THREADS
+from voicestream.agent.realtime import serve_realtime
 from voicestream.agent.runtime import (
     DEFAULT_CHUNK_SENTENCES,
     DEFAULT_FIRST_CLAUSE_WORDS,
@@ -224,12 +227,18 @@ class AgentService:
                 while self.active_answers:
                     await asyncio.sleep(0.05)
 
-    def _admit(self) -> bool:
+    def admit(self) -> bool:
+        """Count one more answer under way, unless draining or at `max_answers`; each
+        admitted answer is `release`d once."""
         with self._lock:
             if self.draining or self.active_answers >= self.settings.limits.max_answers:
                 return False
             self.active_answers += 1
             return True
+
+    def release(self) -> None:
+        with self._lock:
+            self.active_answers -= 1
 
     async def answer(
         self, payload: Any, session_id: str | None = None
@@ -239,7 +248,7 @@ class AgentService:
         question's answer starts with its `transcript`. With a `session_id` the answer
         knows the conversation's earlier turns, and becomes one of them."""
         limits = self.settings.limits
-        if not self._admit():
+        if not self.admit():
             why = (
                 "the agent is shutting down"
                 if self.draining
@@ -309,8 +318,7 @@ class AgentService:
                 if session_id and turn is not None:
                     self.conversations.finish(session_id, turn)
         finally:
-            with self._lock:
-                self.active_answers -= 1
+            self.release()
 
     async def _transcribed(self, request: AgentAudioRequest, deadline: float) -> str:
         """The words of a spoken question, heard before the answer's deadline (`deadline`,
@@ -398,6 +406,15 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)
     protect(app, AccessPolicy(settings.api_key, settings.cors_origins, settings.allowed_hosts))
     app.add_middleware(DrainingPing, service=service)
+
+    async def realtime(websocket: WebSocket) -> None:
+        await serve_realtime(websocket, service)
+
+    app.router.routes.append(WebSocketRoute("/v1/realtime", realtime))
+
+    @app.websocket
+    async def agentcore_realtime(websocket: WebSocket, _context: RequestContext) -> None:
+        await serve_realtime(websocket, service)  # AgentCore's /ws: the same socket
 
     @app.entrypoint
     async def invocations(payload: Any, context: RequestContext) -> EventStream:

@@ -132,14 +132,19 @@ class SpeechRecognizer:
             raise ProtocolError(
                 ErrorCode.INVALID_AUDIO, f"audio is not a {request.audio_format} recording"
             ) from None
-        abandoned = abandoned or threading.Event()
-        with self._turn(abandoned):
-            text = transcribe_samples(
-                self._loaded(), samples, skip_silence=True, abandoned=abandoned
-            )
+        text = self.transcribe_pcm(samples, abandoned)
         if not text:
             raise ProtocolError(ErrorCode.NO_SPEECH, "no speech was heard in the recording")
         return text
+
+    def transcribe_pcm(
+        self, samples: npt.NDArray[np.float32], abandoned: threading.Event | None = None
+    ) -> str:
+        """The words in mono float32 `samples` at 16 kHz ('' when none is heard): a turn of
+        the Realtime socket, or a decoded recording."""
+        abandoned = abandoned or threading.Event()
+        with self._turn(abandoned):
+            return transcribe_samples(self._loaded(), samples, skip_silence=True, abandoned=abandoned)
 
     @contextlib.contextmanager
     def _turn(self, abandoned: threading.Event) -> Iterator[None]:
@@ -154,11 +159,13 @@ class SpeechRecognizer:
         finally:
             self._lock.release()
 
-    async def transcribe_async(self, request: AgentAudioRequest) -> str:
-        """`transcribe` in a thread. A caller that stops waiting (cancelled, say by its
-        answer's deadline) also stops the thread: at its next segment, or before its turn."""
+    async def transcribe_async(self, request: AgentAudioRequest | npt.NDArray[np.float32]) -> str:
+        """`transcribe` (or `transcribe_pcm`, given samples) in a thread. A caller that stops
+        waiting (cancelled, say by its answer's deadline) also stops the thread: at its next
+        segment, or before its turn."""
         abandoned = threading.Event()
+        work = self.transcribe if isinstance(request, AgentAudioRequest) else self.transcribe_pcm
         try:
-            return await asyncio.to_thread(self.transcribe, request, abandoned)
+            return await asyncio.to_thread(work, request, abandoned)  # type: ignore[arg-type]
         finally:
             abandoned.set()

@@ -1,0 +1,101 @@
+"""A Realtime socket's conversation: its items in order, and what the LLM is sent of them.
+
+Each assistant item holds the `Turn` its answer filled (its text, its spoken pieces with
+their word times), so that a cut (`conversation.item.truncate`, or a barge-in's estimate)
+keeps only the words the listener heard, word by word, as `/invocations` does
+(`conversation.heard_text`). A socket that names its conversation (AgentCore's session id
+header) starts from that conversation's remembered turns, and records its own answers in
+the agent's `ConversationStore`, so that `/invocations` and a later socket continue it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from strands.types.content import Messages
+
+from voicestream.agent.conversation import Turn, chat
+from voicestream.protocol.realtime import ContentPart, Item
+
+MAX_ITEMS = 200
+"""Items a socket holds; the oldest go first (the store bounds what is remembered across
+sockets)."""
+
+
+@dataclass(eq=False, slots=True)
+class Entry:
+    item: Item
+    turn: Turn | None = None
+    """An assistant answer of this socket's: what was written, spoken and heard."""
+
+    @property
+    def text(self) -> str:
+        return self.turn.answer if self.turn is not None else self.item.text
+
+
+class RealtimeConversation:
+    def __init__(self, history: Messages | None = None) -> None:
+        self.entries: list[Entry] = []
+        for message in history or []:
+            text = "".join(block.get("text", "") for block in message["content"])
+            kind = "input_text" if message["role"] == "user" else "output_text"
+            self.add(Item(role=message["role"], content=[ContentPart(type=kind, text=text)]))
+
+    def add(self, item: Item, previous_item_id: str | None = None) -> str | None:
+        """Insert `item` after `previous_item_id` (by default last); returns the id of the
+        item before it. Raises `KeyError` for an unknown `previous_item_id`."""
+        position = len(self.entries)
+        if previous_item_id is not None:
+            position = self.index(previous_item_id) + 1
+        self.entries.insert(position, Entry(item))
+        del self.entries[: max(0, len(self.entries) - MAX_ITEMS)]
+        index = self.index(item.id)
+        return self.entries[index - 1].item.id if index > 0 else None
+
+    def index(self, item_id: str) -> int:
+        for index, entry in enumerate(self.entries):
+            if entry.item.id == item_id:
+                return index
+        raise KeyError(item_id)
+
+    def find(self, item_id: str) -> Entry | None:
+        return next((e for e in self.entries if e.item.id == item_id), None)
+
+    def delete(self, item_id: str) -> bool:
+        entry = self.find(item_id)
+        if entry is not None:
+            self.entries.remove(entry)
+        return entry is not None
+
+    @property
+    def last_id(self) -> str | None:
+        return self.entries[-1].item.id if self.entries else None
+
+    def instructions(self) -> str:
+        """The system items' texts: they join the session's instructions."""
+        return "\n".join(
+            e.item.text for e in self.entries if e.item.role == "system" and e.item.text
+        )
+
+    def question(self) -> str:
+        """The user's words since the last answer (what the next answer answers)."""
+        asked: list[str] = []
+        for entry in self.entries:
+            if entry.item.role == "assistant":
+                asked = []
+            elif entry.item.role == "user" and entry.text:
+                asked.append(entry.text)
+        return "\n".join(asked)
+
+    def messages(self) -> Messages:
+        """The conversation as chat messages (see `conversation.chat`): each answer as the
+        listener heard it."""
+        pairs: list[tuple[str, str]] = []
+        asked: list[str] = []
+        for entry in self.entries:
+            if entry.item.role == "user" and entry.text:
+                asked.append(entry.text)
+            elif entry.item.role == "assistant" and entry.text:
+                pairs.append(("\n".join(asked), entry.text))
+                asked = []
+        return chat(pairs, "\n".join(asked) if asked else None)

@@ -1,0 +1,324 @@
+"""One Realtime response: the agent's answer (`runtime.run`: LLM stream, latency-mode chunks,
+one speech session) as the Realtime API's response events.
+
+Audio goes out as it comes (in the session's output format); the transcript follows it, a
+word at a time once that word's audio has gone out (the speech server's word times), the
+rest of a sentence when its audio ends. A cancel (`response.cancel`, a barge-in,
+`output_audio_buffer.clear`) mutes the response at once: nothing of it is queued after that,
+and what was queued and not yet sent is dropped; then its task is cancelled, which closes
+the answer (the LLM stops, the speech server cancels the render). The listener keeps what
+they heard: the client's `conversation.item.truncate`, or until then the server's estimate
+(the audio sent, at most the real time since its first byte went out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from strands.types.content import Messages
+
+from voicestream.agent.conversation import BYTES_PER_SECOND, SpokenPiece, Turn, heard_text
+from voicestream.agent.realtime.codecs import OutputEncoder
+from voicestream.agent.runtime import AnswerLimits, run
+from voicestream.protocol import AgentRequest, WordTiming
+from voicestream.protocol.realtime import (
+    AudioFormat,
+    ContentPart,
+    ContentPartAdded,
+    ContentPartDone,
+    Item,
+    ItemAdded,
+    ItemDone,
+    OutputAudioDelta,
+    OutputAudioDone,
+    OutputItemAdded,
+    OutputItemDone,
+    ResponseCreated,
+    ResponseDone,
+    ResponseStatus,
+    ServerEvent,
+    TranscriptDelta,
+    TranscriptDone,
+    new_id,
+    response_object,
+)
+from voicestream.text import ChunkSchedule
+
+logger = logging.getLogger(__name__)
+
+Send = Callable[[ServerEvent, "str | None"], Awaitable[None]]
+"""Queue one server event; the second argument tags a response's deltas (droppable)."""
+
+
+class Instructed:
+    """The LLM with the session's (or the response's) instructions after the agent's own
+    system prompt, which keeps answers speakable; `stream_text` calls only `stream`."""
+
+    def __init__(self, model: Any, instructions: str) -> None:
+        self.model = model
+        self.instructions = instructions
+
+    def stream(self, messages: Messages, system_prompt: str | None = None, **kwargs: Any) -> Any:
+        prompt = "\n\n".join(p for p in (system_prompt, self.instructions) if p)
+        return self.model.stream(messages, system_prompt=prompt or None, **kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerSetup:
+    """What one response needs from the agent: its LLM, speech server and limits."""
+
+    llm: Any
+    speech_url: str
+    speech_api_key: str | None
+    schedule: ChunkSchedule
+    limits: AnswerLimits
+
+
+class _Transcript:
+    """The answer's transcript, released as its audio goes out."""
+
+    def __init__(self) -> None:
+        self.texts: dict[int, str] = {}
+        self.words: dict[int, list[WordTiming]] = {}
+        self.sent_s: dict[int, float] = {}
+        self.released: dict[int, str] = {}
+
+    def full(self) -> str:
+        return " ".join(self.texts[i].strip() for i in sorted(self.texts) if self.texts[i].strip())
+
+    def released_text(self) -> str:
+        return " ".join(t for _, t in sorted(self.released.items()) if t)
+
+    def advance(self, sentence: int, seconds: float) -> str:
+        """Audio of `sentence` went out: the transcript text that it releases."""
+        self.sent_s[sentence] = self.sent_s.get(sentence, 0.0) + seconds
+        delta = "".join(self._release(i, whole=True) for i in sorted(self.texts) if i < sentence)
+        return delta + self._release(sentence, whole=False)
+
+    def rest(self) -> str:
+        return "".join(self._release(i, whole=True) for i in sorted(self.texts))
+
+    def _release(self, sentence: int, whole: bool) -> str:
+        text = self.texts.get(sentence, "").strip()
+        if whole:
+            now = text
+        else:
+            words = self.words.get(sentence, [])
+            piece = SpokenPiece(text, float("inf"), tuple(w for w in words) or None)  # type: ignore[arg-type]
+            now = heard_text([piece], self.sent_s.get(sentence, 0.0)) if words else ""
+        before = self.released.get(sentence, "")
+        if len(now) <= len(before):
+            return ""
+        first = not before and any(self.released.get(i) for i in self.released if i < sentence)
+        self.released[sentence] = now
+        return (" " if first else "") + now[len(before) :]
+
+
+class Response:
+    """One response, from `response.created` to `response.done`."""
+
+    def __init__(
+        self,
+        setup: AnswerSetup,
+        send: Send,
+        *,
+        voice: str,
+        kokoro_voice: str,
+        speed: float,
+        output_format: AudioFormat,
+        instructions: str,
+        messages: Messages,
+        turn: Turn,
+        on_end: Callable[[Response], None],
+    ) -> None:
+        self.id = turn.request_id
+        self.item = Item(
+            id=new_id("item"),
+            role="assistant",
+            status="in_progress",
+            content=[ContentPart(type="output_audio", transcript="")],
+        )
+        self.setup = setup
+        self._send = send
+        self.voice, self.kokoro_voice, self.speed = voice, kokoro_voice, speed
+        self.output_format = output_format
+        self.instructions = instructions
+        self.messages = messages
+        self.turn = turn
+        self._on_end = on_end
+        self._encoder = OutputEncoder(output_format.type)
+        self._transcript = _Transcript()
+        self.audio_s = 0.0
+        self.first_audio_at: float | None = None
+        self.muted = False
+        self.done = False
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def heard_estimate_ms(self) -> int:
+        """What the listener can have heard by now: the audio sent, at most the real time
+        since its first byte left."""
+        if self.first_audio_at is None:
+            return 0
+        return int(min(self.audio_s, time.monotonic() - self.first_audio_at) * 1000)
+
+    async def start(self, previous_item_id: str | None) -> None:
+        await self._send(ResponseCreated(response=self._object("in_progress")), None)
+        await self._send(OutputItemAdded(response_id=self.id, item=self.item.wire()), None)
+        await self._send(ItemAdded(item=self.item.wire(), previous_item_id=previous_item_id), None)
+        await self._send(
+            ContentPartAdded(
+                response_id=self.id, item_id=self.item.id, part={"type": "audio", "transcript": ""}
+            ),
+            None,
+        )
+        self.task = asyncio.create_task(self._drive(), name=f"realtime-{self.id}")
+        self.task.add_done_callback(self._ended)
+
+    def _ended(self, _task: asyncio.Task[None]) -> None:
+        """However the task ended (even cancelled before it ran): the turn is final."""
+        self.turn.finished.set()
+        self._on_end(self)
+
+    async def cancel(self, reason: str) -> None:
+        """Mute now, end with `cancelled`, then stop the answer's task (in the background)."""
+        if self.done:
+            return
+        self.muted = True
+        self.turn.heard_s = self.heard_estimate_ms / 1000
+        await self._finish("cancelled", {"type": "cancelled", "reason": reason})
+        if self.task is not None:
+            self.task.cancel()
+
+    async def stopped(self) -> None:
+        """Wait for the answer's task to have closed its LLM stream and speech session."""
+        if self.task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(
+                    asyncio.shield(self.task), self.setup.limits.speech_timeout_s
+                )
+
+    async def _drive(self) -> None:
+        request = AgentRequest(
+            prompt=self.turn.question or "continue", voice=self.kokoro_voice, speed=self.speed
+        )
+        failure: dict[str, Any] | None = None
+        try:
+            answer = run(
+                request,
+                Instructed(self.setup.llm, self.instructions),
+                self.setup.speech_url,
+                speech_api_key=self.setup.speech_api_key,
+                request_id=self.id,
+                schedule=self.setup.schedule,
+                limits=self.setup.limits,
+                messages=self.messages,
+                turn=self.turn,
+            )
+            async with contextlib.aclosing(answer):
+                async for event in answer:
+                    if self.muted:
+                        break
+                    if event["type"] == "error":
+                        failure = {
+                            "type": "failed",
+                            "error": {
+                                "type": "server_error",
+                                "code": event["code"],
+                                "message": event["message"],
+                            },
+                        }
+                    else:
+                        await self._translate(event)
+            await self._finish("failed" if failure else "completed", failure)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("realtime response %s failed", self.id)
+            await self._finish(
+                "failed",
+                {
+                    "type": "failed",
+                    "error": {
+                        "type": "server_error",
+                        "code": "internal",
+                        "message": "the agent failed; see its log",
+                    },
+                },
+            )
+
+    async def _translate(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "sentence":
+            self._transcript.texts[event["index"]] = event["text"]
+        elif kind == "word_timestamps":
+            words = [WordTiming.model_validate(w) for w in event["words"]]
+            self._transcript.words.setdefault(event["sentence"], []).extend(words)
+        elif kind == "audio_chunk":
+            seconds = _decoded_length(event["data"]) / BYTES_PER_SECOND
+            await self._delta(
+                OutputAudioDelta(delta=self._encoder.encode(event["data"]), **self._part())
+            )
+            if self.first_audio_at is None:
+                self.first_audio_at = time.monotonic()
+            self.audio_s += seconds
+            text = self._transcript.advance(event["sentence"], seconds)
+            if text:
+                await self._delta(TranscriptDelta(delta=text, **self._part()))
+
+    async def _delta(self, event: ServerEvent) -> None:
+        if not self.muted:
+            await self._send(event, self.id)
+
+    def _part(self) -> dict[str, Any]:
+        return {"response_id": self.id, "item_id": self.item.id}
+
+    async def _finish(self, status: ResponseStatus, details: dict[str, Any] | None) -> None:
+        if self.done:
+            return
+        self.done = True
+        if status == "completed":
+            rest = self._transcript.rest()
+            if rest:
+                await self._send(TranscriptDelta(delta=rest, **self._part()), None)
+        transcript = (
+            self._transcript.released_text() if status != "completed" else self._transcript.full()
+        )
+        self.item = self.item.model_copy(
+            update={
+                "status": "completed" if status == "completed" else "incomplete",
+                "content": [ContentPart(type="output_audio", transcript=transcript)],
+            }
+        )
+        await self._send(OutputAudioDone(**self._part()), None)
+        await self._send(TranscriptDone(transcript=transcript, **self._part()), None)
+        await self._send(
+            ContentPartDone(part={"type": "audio", "transcript": transcript}, **self._part()), None
+        )
+        await self._send(OutputItemDone(response_id=self.id, item=self.item.wire()), None)
+        await self._send(ItemDone(item=self.item.wire()), None)
+        await self._send(ResponseDone(response=self._object(status, details)), None)
+
+    def _object(
+        self, status: ResponseStatus, details: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        output = [] if status == "in_progress" else [self.item.wire()]
+        return response_object(
+            self.id,
+            status,
+            output=output,
+            voice=self.voice,
+            output_format=self.output_format,
+            details=details,
+        )
+
+
+def _decoded_length(data: str) -> int:
+    """Bytes in base64 `data`, without decoding it."""
+    return len(data) * 3 // 4 - data[-2:].count("=")

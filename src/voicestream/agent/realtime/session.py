@@ -1,0 +1,421 @@
+"""One Realtime session's state and what each client event does to it.
+
+The session holds its configuration (`session.update`), the input audio buffer with its turn
+detection, the conversation, and at most one response at a time. Turn detection runs as
+audio arrives; a turn that ends is committed as a user item, transcribed with the agent's
+Whisper (in a thread, while the socket goes on reading), and answered when the session says
+`create_response`. With `interrupt_response`, speech that starts while an answer is being
+sent cancels it, and an answer still playing at the client (by real time since its first
+audio) is cut to what had been heard: the client's `conversation.item.truncate` corrects
+both to the word.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from voicestream.agent.conversation import Turn
+from voicestream.agent.realtime.codecs import InputDecoder
+from voicestream.agent.realtime.conversation import RealtimeConversation
+from voicestream.agent.realtime.responder import AnswerSetup, Response
+from voicestream.agent.realtime.turns import InputAudio
+from voicestream.agent.realtime.vad import SpeechStart, SpeechStop, VadUnavailable
+from voicestream.protocol import ProtocolError
+from voicestream.protocol.realtime import (
+    BufferCleared,
+    BufferCommitted,
+    ClientEvent,
+    ContentPart,
+    ConversationItemCreate,
+    ConversationItemDelete,
+    ConversationItemTruncate,
+    InputAudioBufferAppend,
+    InputAudioBufferClear,
+    InputAudioBufferCommit,
+    InputTranscriptionCompleted,
+    InputTranscriptionFailed,
+    Item,
+    ItemAdded,
+    ItemDeleted,
+    ItemDone,
+    ItemTruncated,
+    OutputAudioBufferClear,
+    RealtimeError,
+    ResponseCancel,
+    ResponseCreate,
+    ServerEvent,
+    SessionConfig,
+    SessionCreated,
+    SessionUpdate,
+    SessionUpdated,
+    SpeechStarted,
+    SpeechStopped,
+    new_id,
+    parse_item,
+    unsupported,
+    updated_session,
+)
+
+if TYPE_CHECKING:
+    from voicestream.agent.app import AgentService
+
+logger = logging.getLogger(__name__)
+
+MODEL_NAME = "voicestream"
+"""What `session.model` says: the `?model=` a client sends is accepted and not used."""
+MIN_COMMIT_MS = 100
+"""A manual commit of less audio is refused, as OpenAI's server refuses it."""
+TRANSCRIPTION_WAIT_S = 60.0
+
+
+class RealtimeSession:
+    def __init__(
+        self,
+        service: AgentService,
+        send: Callable[[ServerEvent, str | None], Awaitable[None]],
+        drop: Callable[[str], None],
+        conversation_id: str | None,
+    ) -> None:
+        self.service = service
+        self.id = new_id("sess")
+        self.config = SessionConfig()
+        self.conversation_id = conversation_id
+        history = service.conversations.history(conversation_id) if conversation_id else None
+        self.conversation = RealtimeConversation(history)
+        self._send = send
+        self._drop = drop
+        self.audio = self._input_audio(0)
+        self.response: Response | None = None
+        self.last_response: Response | None = None
+        self.transcribing: asyncio.Task[str] | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        settings = service.settings
+        self._setup = AnswerSetup(
+            service.llm,
+            settings.speech_url,
+            settings.speech_api_key,
+            settings.schedule,
+            settings.limits,
+        )
+
+    async def send(self, event: ServerEvent) -> None:
+        await self._send(event, None)
+
+    async def open(self) -> None:
+        await self.send(SessionCreated(session=self.config.wire(self.id, MODEL_NAME)))
+
+    async def close(self) -> None:
+        """Stop what runs: the response (its LLM and speech session), transcriptions."""
+        for task in self._background:
+            task.cancel()
+        if self.response is not None:
+            self._drop(self.response.id)
+            await self.response.cancel("client_cancelled")
+            await self.response.stopped()
+
+    async def handle(self, event: ClientEvent) -> None:
+        match event:
+            case SessionUpdate():
+                await self._update(event)
+            case InputAudioBufferAppend():
+                await self._append(event)
+            case InputAudioBufferCommit():
+                if self.audio.held_ms < MIN_COMMIT_MS:
+                    raise RealtimeError(
+                        f"the input audio buffer holds {self.audio.held_ms} ms; at least "
+                        f"{MIN_COMMIT_MS} ms are needed",
+                        code="input_audio_buffer_commit_empty",
+                        event_id=event.event_id,
+                    )
+                await self._commit(None, respond=False)
+            case InputAudioBufferClear():
+                self.audio.clear()
+                await self.send(BufferCleared())
+            case ConversationItemCreate():
+                await self._create_item(event)
+            case ConversationItemDelete():
+                if not self.conversation.delete(event.item_id):
+                    raise self._no_item(event.item_id, event.event_id)
+                await self.send(ItemDeleted(item_id=event.item_id))
+            case ConversationItemTruncate():
+                await self._truncate(event)
+            case ResponseCreate():
+                await self._respond(event)
+            case ResponseCancel():
+                active = self.response
+                if active is None or (event.response_id and event.response_id != active.id):
+                    raise RealtimeError(
+                        "there is no active response to cancel",
+                        code="response_cancel_not_active",
+                        event_id=event.event_id,
+                    )
+                await self._cancel(active, "client_cancelled")
+            case OutputAudioBufferClear():
+                if self.response is not None:
+                    await self._cancel(self.response, "client_cancelled")
+
+    # --- session and input audio -------------------------------------------------------------
+
+    def _input_audio(self, start_ms: int) -> InputAudio:
+        audio = self.config.audio.input
+        try:
+            return InputAudio(audio.format.type, audio.turn_detection, start_ms)
+        except VadUnavailable as error:
+            raise unsupported(
+                f"server VAD here ({error})", "session.audio.input.turn_detection"
+            ) from None
+
+    async def _update(self, event: SessionUpdate) -> None:
+        before = self.config
+        self.config = updated_session(before, event.session, event.event_id)
+        if (before.audio.input.format, before.audio.input.turn_detection) != (
+            self.config.audio.input.format,
+            self.config.audio.input.turn_detection,
+        ):
+            try:
+                self.audio = self._input_audio(self.audio.ms)
+            except RealtimeError:
+                self.config = before
+                raise
+        await self.send(SessionUpdated(session=self.config.wire(self.id, MODEL_NAME)))
+
+    async def _append(self, event: InputAudioBufferAppend) -> None:
+        try:
+            data = base64.b64decode(event.audio, validate=True)
+        except (binascii.Error, ValueError):
+            raise RealtimeError(
+                "audio is not base64", param="audio", event_id=event.event_id
+            ) from None
+        vad = self.config.audio.input.turn_detection
+        for turn in self.audio.append(data):
+            if isinstance(turn, SpeechStart):
+                if vad is not None and vad.interrupt_response:
+                    await self._interrupt()
+                await self.send(SpeechStarted(audio_start_ms=turn.ms, item_id=self.audio.item_id))
+            elif isinstance(turn, SpeechStop):
+                await self.send(SpeechStopped(audio_end_ms=turn.ms, item_id=self.audio.item_id))
+                start_ms = max(0, turn.ms - self.audio.held_ms)
+                await self._commit(start_ms, respond=vad is not None and vad.create_response)
+
+    async def _interrupt(self) -> None:
+        """The listener speaks: cancel the answer being sent; an answer sent but still
+        playing is cut to what has been heard by now (until a truncate says better)."""
+        if self.response is not None:
+            await self._cancel(self.response, "turn_detected")
+        elif self.last_response is not None:
+            last = self.last_response
+            if last.turn.heard_s is None and last.heard_estimate_ms < last.audio_s * 1000:
+                last.turn.heard_s = last.heard_estimate_ms / 1000
+
+    async def _commit(self, start_ms: int | None, respond: bool) -> None:
+        item_id = self.audio.item_id
+        samples = self.audio.take(start_ms)
+        item = Item(id=item_id, role="user", content=[ContentPart(type="input_audio")])
+        previous = self.conversation.add(item)
+        await self.send(BufferCommitted(item_id=item_id, previous_item_id=previous))
+        await self.send(ItemAdded(item=item.wire(), previous_item_id=previous))
+        self._transcribe(item, samples, respond)
+
+    def _transcribe(self, item: Item, samples: Any, respond: bool) -> None:
+        """Whisper hears the turn in a thread; then the item is done, and answered if asked."""
+
+        async def transcribe() -> str:
+            try:
+                async with asyncio.timeout(TRANSCRIPTION_WAIT_S):
+                    text = await self.service.recognizer.transcribe_async(samples)
+            except (ProtocolError, TimeoutError) as error:
+                message = getattr(error, "message", "the transcription took too long")
+                await self.send(
+                    InputTranscriptionFailed(
+                        item_id=item.id,
+                        error={
+                            "type": "transcription_error",
+                            "code": "asr_unavailable",
+                            "message": message,
+                        },
+                    )
+                )
+                return ""
+            entry = self.conversation.find(item.id)
+            done = item.model_copy(
+                update={"content": [ContentPart(type="input_audio", transcript=text)]}
+            )
+            if entry is not None:
+                entry.item = done
+            seconds = round(len(samples) / 16000, 3)
+            await self.send(
+                InputTranscriptionCompleted(
+                    item_id=item.id, transcript=text, usage={"type": "duration", "seconds": seconds}
+                )
+            )
+            await self.send(ItemDone(item=done.wire()))
+            if respond and text.strip():
+                await self._start_response(self.config.instructions)
+            return text
+
+        self.transcribing = self._spawn(transcribe())
+
+    def _spawn(self, work: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+
+        def finished(done: asyncio.Task[Any]) -> None:
+            self._background.discard(done)
+            if not done.cancelled() and done.exception() is not None:
+                logger.error("a realtime task failed", exc_info=done.exception())
+
+        task.add_done_callback(finished)
+        return task
+
+    # --- conversation items --------------------------------------------------------------
+
+    async def _create_item(self, event: ConversationItemCreate) -> None:
+        item = parse_item(event.item, event.event_id)
+        audio = next((p for p in item.content if p.type == "input_audio" and p.audio), None)
+        if item.role != "user" and any(p.type == "input_audio" for p in item.content):
+            raise RealtimeError(
+                "only user items hold input audio", param="item.content", event_id=event.event_id
+            )
+        try:
+            previous = self.conversation.add(item, event.previous_item_id)
+        except KeyError:
+            raise self._no_item(event.previous_item_id or "", event.event_id) from None
+        await self.send(ItemAdded(item=item.wire(), previous_item_id=previous))
+        if audio is not None and not audio.transcript:
+            decoder = InputDecoder(self.config.audio.input.format.type)
+            try:
+                samples = decoder.decode(base64.b64decode(audio.audio or "", validate=True))
+            except (binascii.Error, ValueError):
+                raise RealtimeError(
+                    "input_audio is not base64", param="item.content", event_id=event.event_id
+                ) from None
+            self._transcribe(item, samples, respond=False)
+        else:
+            await self.send(ItemDone(item=item.wire(), previous_item_id=previous))
+
+    async def _truncate(self, event: ConversationItemTruncate) -> None:
+        entry = self.conversation.find(event.item_id)
+        if entry is None:
+            raise self._no_item(event.item_id, event.event_id)
+        if entry.turn is None:
+            raise RealtimeError(
+                "only the server's own answers (assistant items with audio) can be truncated",
+                param="item_id",
+                event_id=event.event_id,
+            )
+        spoken_ms = sum(piece.duration_s for piece in entry.turn.pieces) * 1000
+        if event.audio_end_ms > spoken_ms + 1:
+            raise RealtimeError(
+                f"audio_end_ms {event.audio_end_ms} is past the item's audio ({spoken_ms:.0f} ms)",
+                param="audio_end_ms",
+                event_id=event.event_id,
+            )
+        entry.turn.heard_s = event.audio_end_ms / 1000
+        entry.item = entry.item.model_copy(
+            update={"content": [ContentPart(type="output_audio", transcript=entry.turn.answer)]}
+        )
+        await self.send(
+            ItemTruncated(
+                item_id=event.item_id,
+                content_index=event.content_index,
+                audio_end_ms=event.audio_end_ms,
+            )
+        )
+
+    def _no_item(self, item_id: str, event_id: str | None) -> RealtimeError:
+        return RealtimeError(
+            f"there is no item {item_id!r} in the conversation",
+            code="item_not_found",
+            param="item_id",
+            event_id=event_id,
+        )
+
+    # --- responses -----------------------------------------------------------------------
+
+    async def _respond(self, event: ResponseCreate) -> None:
+        params = event.response
+        modalities = params.output_modalities or self.config.output_modalities
+        if "audio" not in modalities:
+            raise unsupported("a text-only response", "response.output_modalities", event.event_id)
+        if params.conversation not in (None, "auto"):
+            raise unsupported(
+                "a response outside the conversation", "response.conversation", event.event_id
+            )
+        if self.response is not None:
+            raise RealtimeError(
+                "the conversation already has an active response",
+                code="conversation_already_has_active_response",
+                event_id=event.event_id,
+            )
+        if self.transcribing is not None and not self.transcribing.done():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self.transcribing), TRANSCRIPTION_WAIT_S)
+        instructions = (
+            params.instructions if params.instructions is not None else self.config.instructions
+        )
+        await self._start_response(instructions, event.event_id)
+
+    async def _start_response(self, instructions: str, event_id: str | None = None) -> None:
+        if self.response is not None:
+            return
+        if not self.service.admit():
+            raise RealtimeError(
+                "the agent is answering as many requests as it may; try again shortly",
+                code="busy",
+                type="server_error",
+                event_id=event_id,
+            )
+        question = self.conversation.question()
+        messages = self.conversation.messages()
+        response_id = new_id("resp")
+        if self.conversation_id:
+            _, turn = await self.service.conversations.begin(
+                self.conversation_id, response_id, question
+            )
+        else:
+            turn = Turn(response_id, question)
+        output = self.config.audio.output
+        system = "\n".join(p for p in (instructions, self.conversation.instructions()) if p)
+        response = Response(
+            self._setup,
+            self._send,
+            voice=output.voice,
+            kokoro_voice=output.kokoro_voice,
+            speed=output.speed,
+            output_format=output.format,
+            instructions=system,
+            messages=messages,
+            turn=turn,
+            on_end=self._ended,
+        )
+        self.response = response
+        previous = self.conversation.add(response.item)
+        entry = self.conversation.find(response.item.id)
+        if entry is not None:
+            entry.turn = turn
+        await response.start(previous)
+
+    def _ended(self, response: Response) -> None:
+        self.service.release()
+        entry = self.conversation.find(response.item.id)
+        if entry is not None:
+            entry.item = response.item
+        if self.conversation_id:
+            self.service.conversations.finish(self.conversation_id, response.turn)
+        if self.response is response:
+            self.response = None
+        self.last_response = response
+
+    async def _cancel(self, response: Response, reason: str) -> None:
+        """Mute `response` and drop its queued audio before anything else can be sent."""
+        self._drop(response.id)
+        await response.cancel(reason)
+        if self.response is response:
+            self.response = None
+            self.last_response = response

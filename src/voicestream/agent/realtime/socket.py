@@ -1,0 +1,162 @@
+"""The Realtime WebSocket: client events in, server events out, in order, within bounds.
+
+Two tasks: the reader parses each text frame and lets the session act on it (a bad or
+unsupported event is answered with one `error` event; the socket stays open); the sender
+takes the outbox in order, each frame within `SEND_TIMEOUT_S`, or the socket is closed
+(1008): a client that stops reading frees the agent at that timeout. The outbox holds a
+response's deltas up to `MAX_QUEUED_DELTAS` (the response then waits, holding back its LLM
+and speech session), and can drop a cancelled response's deltas before they go out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections import deque
+from typing import TYPE_CHECKING
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from voicestream.access import accepted_subprotocol
+from voicestream.agent.realtime.session import RealtimeSession
+from voicestream.protocol import MAX_SESSION_ID_CHARS, SESSION_HEADER
+from voicestream.protocol.realtime import ErrorEvent, RealtimeError, ServerEvent, parse_client_event
+
+if TYPE_CHECKING:
+    from voicestream.agent.app import AgentService
+
+logger = logging.getLogger(__name__)
+
+SEND_TIMEOUT_S = 30.0
+IDLE_TIMEOUT_S = 600.0
+"""A socket that sends nothing for this long is closed (1000)."""
+MAX_QUEUED_DELTAS = 64
+MAX_QUEUED_EVENTS = 4096
+"""Beyond this many events waiting (a client flooding bad events, say) the socket closes."""
+POLICY, NORMAL = 1008, 1000
+
+
+class OutboxFull(Exception):
+    pass
+
+
+class Outbox:
+    """Server events waiting to be sent; a response's deltas carry its id as a tag."""
+
+    def __init__(self) -> None:
+        self._events: deque[tuple[ServerEvent, str | None]] = deque()
+        self._changed = asyncio.Condition()
+        self._dropped: set[str] = set()
+
+    async def put(self, event: ServerEvent, tag: str | None = None) -> None:
+        async with self._changed:
+            if tag is not None:
+                await self._changed.wait_for(
+                    lambda: (
+                        tag in self._dropped
+                        or sum(1 for _, t in self._events if t is not None) < MAX_QUEUED_DELTAS
+                    )
+                )
+                if tag in self._dropped:
+                    return
+            if len(self._events) >= MAX_QUEUED_EVENTS:
+                raise OutboxFull
+            self._events.append((event, tag))
+            self._changed.notify_all()
+
+    def drop(self, tag: str) -> None:
+        """Forget `tag`'s waiting deltas, and any it would still queue."""
+        self._dropped.add(tag)
+        self._events = deque((e, t) for e, t in self._events if t != tag)
+
+    async def get(self) -> ServerEvent:
+        async with self._changed:
+            await self._changed.wait_for(lambda: bool(self._events))
+            event, _ = self._events.popleft()
+            self._changed.notify_all()
+            return event
+
+
+def conversation_id(websocket: WebSocket) -> str | None:
+    """AgentCore's session id header, which names the conversation (as on /invocations)."""
+    value = websocket.headers.get(SESSION_HEADER)
+    return value or None
+
+
+async def serve_realtime(websocket: WebSocket, service: AgentService) -> None:
+    """Run one Realtime socket to its end (the route's handler)."""
+    session_id = conversation_id(websocket)
+    if session_id is not None and len(session_id) > MAX_SESSION_ID_CHARS:
+        await websocket.close(
+            POLICY, f"{SESSION_HEADER} must hold at most {MAX_SESSION_ID_CHARS} characters"
+        )
+        return
+    await websocket.accept(subprotocol=accepted_subprotocol(websocket.scope))
+    outbox = Outbox()
+    session = RealtimeSession(service, outbox.put, outbox.drop, session_id)
+    sender = asyncio.create_task(_send_all(websocket, outbox), name="realtime-send")
+    reader = asyncio.create_task(_read_all(websocket, session, outbox), name="realtime-read")
+    close = NORMAL
+    try:
+        await session.open()
+        done, _ = await asyncio.wait({sender, reader}, return_when=asyncio.FIRST_COMPLETED)
+        if sender in done or (
+            not reader.cancelled() and isinstance(reader.exception(), OutboxFull)
+        ):
+            close = POLICY
+    finally:
+        for task in (reader, sender):
+            task.cancel()
+        await asyncio.gather(reader, sender, return_exceptions=True)
+        await session.close()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(5):
+                await websocket.close(close)
+
+
+async def _read_all(websocket: WebSocket, session: RealtimeSession, outbox: Outbox) -> None:
+    while True:
+        try:
+            async with asyncio.timeout(IDLE_TIMEOUT_S):
+                message = await websocket.receive()
+        except TimeoutError:
+            return
+        if message["type"] == "websocket.disconnect":
+            return
+        text = message.get("text")
+        try:
+            if text is None:
+                raise RealtimeError(
+                    "events are JSON text frames, not binary ones", code="invalid_json"
+                )
+            await session.handle(parse_client_event(text))
+        except RealtimeError as error:
+            await outbox.put(ErrorEvent.of(error))
+        except OutboxFull:
+            raise
+        except Exception:
+            logger.exception("a realtime event failed")
+            await outbox.put(
+                ErrorEvent.of(
+                    RealtimeError(
+                        "the agent failed on this event; see its log",
+                        code="internal",
+                        type="server_error",
+                    )
+                )
+            )
+
+
+async def _send_all(websocket: WebSocket, outbox: Outbox) -> None:
+    while True:
+        event = await outbox.get()
+        try:
+            async with asyncio.timeout(SEND_TIMEOUT_S):
+                await websocket.send_text(json.dumps(event.wire()))
+        except TimeoutError:
+            logger.warning("a realtime client read nothing for %g s; closing it", SEND_TIMEOUT_S)
+            return
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            return

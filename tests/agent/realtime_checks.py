@@ -1,0 +1,65 @@
+"""Shared by the Realtime tests: an agent with an echo LLM in front of the real speech server,
+speech made by the real engine, and every server event checked against the openai SDK's own
+models."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import Iterator
+from typing import Any, get_args
+
+import httpx
+from openai.types.realtime import RealtimeServerEvent
+from tests.agent.llm_stubs import LLMStub, openai_echo_server
+
+from voicestream.agent.app import AgentSettings, create_app, running_agent
+from voicestream.agent.llm import create_model
+
+SDK_MODELS = {
+    get_args(model.model_fields["type"].annotation)[0]: model
+    for model in get_args(get_args(RealtimeServerEvent)[0])
+}
+"""Each server event type to the SDK's model of it."""
+
+
+def checked(event: dict[str, Any]) -> dict[str, Any]:
+    """`event`, once the SDK's model for its type has validated it (a shape the SDK does not
+    declare fails the test)."""
+    SDK_MODELS[event["type"]].model_validate(event)
+    return event
+
+
+@contextlib.contextmanager
+def echo_agent(speech_server: str, **settings: Any) -> Iterator[tuple[str, LLMStub]]:
+    """The agent answering from an echo LLM; yields its ws:// base URL and the stub."""
+    with openai_echo_server() as stub:
+        llm = create_model("openai", model="echo", base_url=stub.url, api_key="test")
+        app = create_app(AgentSettings(speech_url=speech_server, **settings), llm=llm)
+        with running_agent(app) as url:
+            yield url.replace("http://", "ws://"), stub
+
+
+def spoken(speech_server: str, text: str) -> bytes:
+    """`text` spoken by the real engine: pcm16 at 24 kHz (the speech server's OpenAI route)."""
+    answer = httpx.post(
+        f"{speech_server}/v1/audio/speech",
+        json={"input": text, "voice": "af_heart", "response_format": "pcm"},
+        timeout=120,
+    )
+    answer.raise_for_status()
+    return answer.content
+
+
+def silence(seconds: float) -> bytes:
+    return bytes(int(24000 * seconds) * 2)
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def chunks(data: bytes, size: int = 9600) -> Iterator[bytes]:
+    """`data` as a microphone sends it: 200 ms at a time."""
+    for start in range(0, len(data), size):
+        yield data[start : start + size]

@@ -15,8 +15,8 @@ before the app sees a request (one pure ASGI middleware, `AccessMiddleware`):
    Origin's host and port are the request's ``Host``) or a ``--cors-origin``; no Origin
    header is a client that is not a browser, and is let in. A refused handshake is
    closed with 1008 before it is accepted (the client sees HTTP 403).
-3. **API key** (when one is set): ``Authorization: Bearer KEY`` (or ``Token KEY``, Deepgram's) or ``X-API-Key: KEY`` (what
-   Cartesia's clients send: pipecat, LiveKit) on any request, or on a
+3. **API key** (when one is set): ``Authorization: Bearer KEY`` (or ``Token KEY``, Deepgram's), ``X-API-Key: KEY`` (what
+   Cartesia's clients send: pipecat, LiveKit) or ``xi-api-key: KEY`` (ElevenLabs') on any request, or on a
    WebSocket handshake the subprotocol ``voicestream.key.KEY`` (browsers cannot set
    headers on a WebSocket; the server then answers with the subprotocol ``voicestream``,
    which the client must offer beside it). Keys never travel in URLs: a ``?key=`` is
@@ -95,13 +95,13 @@ def parse_names(values: Iterable[str] | None) -> tuple[str, ...]:
 
 
 def presented_key(scope: Scope) -> str | None:
-    """The key a request carries: a Bearer or X-API-Key header, or a WebSocket's key subprotocol."""
+    """The key a request carries: a Bearer, X-API-Key or xi-api-key header, or a WebSocket's key subprotocol."""
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
             if scheme.lower() in ("bearer", "token") and token.strip():  # "Token": Deepgram's scheme
                 return token.strip()
-        if name == b"x-api-key" and value.strip():
+        if name in (b"x-api-key", b"xi-api-key") and value.strip():
             return value.decode("latin-1").strip()
     for protocol in scope.get("subprotocols", ()):
         if protocol.startswith(KEY_SUBPROTOCOL_PREFIX):
@@ -276,7 +276,7 @@ def protect(app: Starlette, policy: AccessPolicy) -> None:
             allow_origins=list(policy.cors_origins),
             allow_methods=["GET", "POST", "OPTIONS"],
             allow_headers=[
-                "Authorization", "Content-Type", "Accept", "X-API-Key", "Cartesia-Version",
+                "Authorization", "Content-Type", "Accept", "X-API-Key", "xi-api-key", "Cartesia-Version",
                 "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id",  # the agent's conversation id (PROTOCOL.md 2)
             ],
         )

@@ -11,6 +11,9 @@ from collections.abc import Callable
 import aiohttp
 import httpx
 import pytest
+from tests.server.pipecat_harness import Turns as _Turns  # noqa: F401 - test_deepgram imports it from here
+from tests.server.pipecat_harness import pipecat_sink as _pipecat_sink  # noqa: F401 - likewise
+from tests.server.pipecat_harness import running_pipeline
 from websockets.asyncio.client import connect
 
 pytestmark = pytest.mark.timeout(300)
@@ -35,61 +38,10 @@ def ws_url(base_url: str) -> str:
 # --- pipecat ---------------------------------------------------------------------------
 
 
-class _Turns:
-    """pipecat's downstream frames, per TTS context, with events a test can wait on."""
-
-    def __init__(self) -> None:
-        self.audio: dict[str, int] = {}
-        self.first_audio: dict[str, asyncio.Event] = {}
-        self.stopped: dict[str, asyncio.Event] = {}
-        self.errors: list[str] = []
-
-    def _event(self, table: dict[str, asyncio.Event], context_id: str) -> asyncio.Event:
-        return table.setdefault(context_id, asyncio.Event())
-
-    async def next_context(self, known: set[str], timeout: float = 120) -> str:
-        async with asyncio.timeout(timeout):
-            while not (fresh := set(self.first_audio) - known):
-                await asyncio.sleep(0.02)
-        (context_id,) = fresh
-        await asyncio.wait_for(self.first_audio[context_id].wait(), timeout)
-        return context_id
-
-
-def _pipecat_sink(turns: _Turns):
-    from pipecat.frames.frames import ErrorFrame, TTSAudioRawFrame, TTSStoppedFrame
-    from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
-
-    class Sink(FrameProcessor):
-        async def process_frame(self, frame, direction: FrameDirection) -> None:
-            await super().process_frame(frame, direction)
-            if isinstance(frame, TTSAudioRawFrame) and frame.audio:
-                turns.audio[frame.context_id] = turns.audio.get(frame.context_id, 0) + len(frame.audio)
-                turns._event(turns.first_audio, frame.context_id).set()
-            elif isinstance(frame, TTSStoppedFrame) and frame.context_id:
-                turns._event(turns.stopped, frame.context_id).set()
-            elif isinstance(frame, ErrorFrame):
-                turns.errors.append(frame.error)
-            await self.push_frame(frame, direction)
-
-    return Sink()
-
-
 async def test_pipecat_speaks_two_turns_and_an_interruption_cancels_the_context(
     make_speech_server: Callable[..., str],
 ) -> None:
-    from pipecat.frames.frames import (
-        EndFrame,
-        InterruptionFrame,
-        LLMFullResponseEndFrame,
-        LLMFullResponseStartFrame,
-        LLMTextFrame,
-    )
-    from pipecat.pipeline.pipeline import Pipeline
-    from pipecat.pipeline.task import PipelineParams
-    from pipecat.pipeline.worker import PipelineWorker
     from pipecat.services.cartesia.tts import CartesiaTTSService
-    from pipecat.workers.runner import WorkerRunner
 
     base_url = make_speech_server()
     tts = CartesiaTTSService(
@@ -97,18 +49,8 @@ async def test_pipecat_speaks_two_turns_and_an_interruption_cancels_the_context(
         settings=CartesiaTTSService.Settings(voice=VOICE),
         stop_frame_timeout_s=60,  # pipecat ends a context silent for 3 s; a busy CI core can be slower
     )
-    turns = _Turns()
-    task = PipelineWorker(Pipeline([tts, _pipecat_sink(turns)]), params=PipelineParams(audio_out_sample_rate=24000))
-    pipecat_runner = WorkerRunner(handle_sigint=False)
-    await pipecat_runner.add_workers(task)
-    runner = asyncio.create_task(pipecat_runner.run())
-
-    async def answer(*tokens: str, end: bool = True) -> None:
-        await task.queue_frames([LLMFullResponseStartFrame(), *(LLMTextFrame(t) for t in tokens)])
-        if end:
-            await task.queue_frame(LLMFullResponseEndFrame())
-
-    try:
+    async with running_pipeline(tts) as pipeline:
+        turns, answer = pipeline.turns, pipeline.answer
         seen: set[str] = set()
         for tokens in (("Hello", " there.", " How are", " you today?"), ("The second", " turn", " is short.")):
             await answer(*tokens)
@@ -123,7 +65,7 @@ async def test_pipecat_speaks_two_turns_and_an_interruption_cancels_the_context(
             " so that the listener interrupts it.", " Nobody hears this part.", end=False,
         )
         interrupted = await turns.next_context(seen)
-        await task.queue_frame(InterruptionFrame())
+        await pipeline.interrupt()
         async with asyncio.timeout(60):
             while await metric(base_url, CANCELS) < cancels + 1:
                 await asyncio.sleep(0.05)
@@ -131,9 +73,6 @@ async def test_pipecat_speaks_two_turns_and_an_interruption_cancels_the_context(
                 await asyncio.sleep(0.05)
         assert interrupted not in turns.stopped, "the interrupted context never finished"
         assert not turns.errors
-    finally:
-        await task.queue_frame(EndFrame())
-        await asyncio.wait_for(runner, 60)
 
 
 # --- LiveKit --------------------------------------------------------------------------

@@ -27,6 +27,13 @@ from voicestream.server.captioned import captioned_speech
 from voicestream.server.cartesia import tts_bytes, tts_sse, tts_websocket
 from voicestream.server.deepgram import speak, speak_websocket
 from voicestream.server.discovery import list_models, list_openai_voices, list_voices
+from voicestream.server.elevenlabs import multi_stream_input, stream_input
+from voicestream.server.elevenlabs_http import (
+    speech,
+    speech_stream,
+    speech_stream_with_timestamps,
+    speech_with_timestamps,
+)
 from voicestream.server.http import error_response, invocations, openai_speech
 from voicestream.server.metrics import CONTENT_TYPE, ServerMetrics
 from voicestream.server.requests import SpeechService
@@ -36,6 +43,19 @@ from voicestream.server.wyoming import serve_wyoming
 from voicestream.web import PLAYGROUND_PAGE, page_routes
 
 log = logging.getLogger(__name__)
+
+
+def _elevenlabs_routes() -> list[Route | WebSocketRoute]:
+    """ElevenLabs' speech API (``voicestream.server.elevenlabs``)."""
+    base = "/v1/text-to-speech/{voice_id}"
+    return [
+        Route(base, _needs_service(speech), methods=["POST"]),
+        Route(f"{base}/stream", _needs_service(speech_stream), methods=["POST"]),
+        Route(f"{base}/with-timestamps", _needs_service(speech_with_timestamps), methods=["POST"]),
+        Route(f"{base}/stream/with-timestamps", _needs_service(speech_stream_with_timestamps), methods=["POST"]),
+        WebSocketRoute(f"{base}/multi-stream-input", multi_stream_input),
+        WebSocketRoute(f"{base}/stream-input", stream_input),
+    ]
 
 
 class ServerState:
@@ -175,6 +195,7 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
             Route("/tts/sse", _needs_service(tts_sse), methods=["POST"]),
             Route("/v1/speak", _needs_service(speak), methods=["POST"]),
             WebSocketRoute("/v1/speak", speak_websocket),
+            *_elevenlabs_routes(),
             Route("/metrics", metrics, methods=["GET"]),
             WebSocketRoute("/invocations-bidirectional-stream", bidirectional_stream),
             WebSocketRoute("/tts/websocket", tts_websocket),

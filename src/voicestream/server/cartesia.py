@@ -64,6 +64,7 @@ from voicestream.server.connection import (
     Transport,
     WebSocketTransport,
     busy,
+    release_contexts,
 )
 from voicestream.server.http import audio_body, error_response, read_body, stream_response
 from voicestream.server.job import Listener
@@ -213,11 +214,7 @@ class CartesiaSocket(Connection):
         await self.wait_for_room(MAX_QUEUED_MESSAGES)
 
     async def release(self) -> None:
-        contexts = list(self.contexts.values())
-        for context in contexts:
-            context.speech.cancel()
-            context.task.cancel()
-        await asyncio.gather(*(context.task for context in contexts), return_exceptions=True)
+        await release_contexts(list(self.contexts.values()))
         self.contexts.clear()
 
     async def handle(self, payload: str | bytes) -> None:

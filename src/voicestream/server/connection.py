@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar, Protocol
@@ -416,3 +416,26 @@ async def registered(service: SpeechService, connection: Connection, listener: L
         service.sessions.discard(connection)
         service.release_session(listener)
 
+
+
+class _Cancellable(Protocol):
+    def cancel(self) -> bool: ...
+
+
+class SpeakingContext(Protocol):
+    """A face's context (Cartesia's, ElevenLabs'): its speech, and the task sending its answers."""
+
+    @property
+    def speech(self) -> _Cancellable: ...
+
+    @property
+    def task(self) -> asyncio.Task[None]: ...
+
+
+async def release_contexts(contexts: Sequence[SpeakingContext]) -> None:
+    """Cancel each context's speech and sending task and wait for the tasks to end (a face's
+    :meth:`Connection.release`, when it holds contexts)."""
+    for context in contexts:
+        context.speech.cancel()
+        context.task.cancel()
+    await asyncio.gather(*(context.task for context in contexts), return_exceptions=True)

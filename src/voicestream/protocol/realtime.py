@@ -388,14 +388,16 @@ class ServerEvent(BaseModel):
         return self.model_dump(mode="json", exclude_none=True)
 
 
-class SessionCreated(ServerEvent):
+class _SessionEvent(ServerEvent):
+    session: dict[str, Any]
+
+
+class SessionCreated(_SessionEvent):
     type: Literal["session.created"] = "session.created"
-    session: dict[str, Any]
 
 
-class SessionUpdated(ServerEvent):
+class SessionUpdated(_SessionEvent):
     type: Literal["session.updated"] = "session.updated"
-    session: dict[str, Any]
 
 
 class SpeechStarted(ServerEvent):
@@ -420,16 +422,17 @@ class BufferCleared(ServerEvent):
     type: Literal["input_audio_buffer.cleared"] = "input_audio_buffer.cleared"
 
 
-class ItemAdded(ServerEvent):
+class _ItemEvent(ServerEvent):
+    item: dict[str, Any]
+    previous_item_id: str | None = None
+
+
+class ItemAdded(_ItemEvent):
     type: Literal["conversation.item.added"] = "conversation.item.added"
-    item: dict[str, Any]
-    previous_item_id: str | None = None
 
 
-class ItemDone(ServerEvent):
+class ItemDone(_ItemEvent):
     type: Literal["conversation.item.done"] = "conversation.item.done"
-    item: dict[str, Any]
-    previous_item_id: str | None = None
 
 
 class ItemDeleted(ServerEvent):
@@ -463,28 +466,30 @@ class InputTranscriptionFailed(ServerEvent):
     error: dict[str, Any]
 
 
-class ResponseCreated(ServerEvent):
+class _ResponseEvent(ServerEvent):
+    response: dict[str, Any]
+
+
+class ResponseCreated(_ResponseEvent):
     type: Literal["response.created"] = "response.created"
-    response: dict[str, Any]
 
 
-class ResponseDone(ServerEvent):
+class ResponseDone(_ResponseEvent):
     type: Literal["response.done"] = "response.done"
-    response: dict[str, Any]
 
 
-class OutputItemAdded(ServerEvent):
+class _OutputItemEvent(ServerEvent):
+    response_id: str
+    output_index: int = 0
+    item: dict[str, Any]
+
+
+class OutputItemAdded(_OutputItemEvent):
     type: Literal["response.output_item.added"] = "response.output_item.added"
-    response_id: str
-    output_index: int = 0
-    item: dict[str, Any]
 
 
-class OutputItemDone(ServerEvent):
+class OutputItemDone(_OutputItemEvent):
     type: Literal["response.output_item.done"] = "response.output_item.done"
-    response_id: str
-    output_index: int = 0
-    item: dict[str, Any]
 
 
 class _PartEvent(ServerEvent):
@@ -494,14 +499,16 @@ class _PartEvent(ServerEvent):
     content_index: int = 0
 
 
-class ContentPartAdded(_PartEvent):
+class _ContentPartEvent(_PartEvent):
+    part: dict[str, Any]
+
+
+class ContentPartAdded(_ContentPartEvent):
     type: Literal["response.content_part.added"] = "response.content_part.added"
-    part: dict[str, Any]
 
 
-class ContentPartDone(_PartEvent):
+class ContentPartDone(_ContentPartEvent):
     type: Literal["response.content_part.done"] = "response.content_part.done"
-    part: dict[str, Any]
 
 
 class OutputAudioDelta(_PartEvent):
@@ -523,16 +530,6 @@ class TranscriptDelta(_PartEvent):
 class TranscriptDone(_PartEvent):
     type: Literal["response.output_audio_transcript.done"] = "response.output_audio_transcript.done"
     transcript: str
-
-
-class OutputTextDelta(_PartEvent):
-    type: Literal["response.output_text.delta"] = "response.output_text.delta"
-    delta: str
-
-
-class OutputTextDone(_PartEvent):
-    type: Literal["response.output_text.done"] = "response.output_text.done"
-    text: str
 
 
 class ErrorEvent(ServerEvent):

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import aiohttp
 import httpx
 import pytest
-from tests.server.test_cartesia import _pipecat_sink, _Turns
+from tests.server.pipecat_harness import running_pipeline
 from tests.server.wire import metric, until_above, until_zero
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
@@ -26,54 +26,30 @@ def speak_url(base_url: str, query: str = "") -> str:
 
 
 async def test_pipecat_speaks_an_answer_and_a_clear_stops_the_next(speech_server: str) -> None:
-    from pipecat.frames.frames import (
-        EndFrame,
-        InterruptionFrame,
-        LLMFullResponseEndFrame,
-        LLMFullResponseStartFrame,
-        LLMTextFrame,
-    )
-    from pipecat.pipeline.pipeline import Pipeline
-    from pipecat.pipeline.task import PipelineParams
-    from pipecat.pipeline.worker import PipelineWorker
     from pipecat.services.deepgram.tts import DeepgramTTSService
-    from pipecat.workers.runner import WorkerRunner
 
     tts = DeepgramTTSService(
         api_key="unused", base_url=speech_server.replace("http://", "ws://"), sample_rate=24000,
         settings=DeepgramTTSService.Settings(voice="aura-2-helena-en"),
     )
-    turns = _Turns()
-    task = PipelineWorker(Pipeline([tts, _pipecat_sink(turns)]), params=PipelineParams(audio_out_sample_rate=24000))
-    pipecat_runner = WorkerRunner(handle_sigint=False)
-    await pipecat_runner.add_workers(task)
-    runner = asyncio.create_task(pipecat_runner.run())
-
-    async def answer(*tokens: str, end: bool = True) -> None:
-        await task.queue_frames([LLMFullResponseStartFrame(), *(LLMTextFrame(t) for t in tokens)])
-        if end:
-            await task.queue_frame(LLMFullResponseEndFrame())
-
-    try:
-        await answer("Hello there.", " How are", " you today?")
+    async with running_pipeline(tts) as pipeline:
+        turns = pipeline.turns
+        await pipeline.answer("Hello there.", " How are", " you today?")
         spoken = await turns.next_context(set())
-        await asyncio.wait_for(turns.stopped.setdefault(spoken, asyncio.Event()).wait(), 120)  # Flushed
+        await asyncio.wait_for(turns.event(turns.stopped, spoken).wait(), 120)  # Flushed
         assert turns.audio[spoken] > 48000, "the answer is at least a second of 16-bit audio"
         cancels = await metric(speech_server, CANCELS)
 
-        await answer(
+        await pipeline.answer(
             "This answer is long on purpose.", " It goes on", " and on, sentence after sentence,",
             " so that the listener interrupts it.", " Nobody hears this part.", end=False,
         )
         interrupted = await turns.next_context({spoken})
-        await task.queue_frame(InterruptionFrame())  # pipecat sends Clear
+        await pipeline.interrupt()  # pipecat sends Clear
         await until_above(speech_server, CANCELS, cancels)
         await until_zero(speech_server, "voicestream_queue_depth")
         assert interrupted not in turns.stopped, "no Flushed came for the interrupted answer"
         assert not turns.errors
-    finally:
-        await task.queue_frame(EndFrame())
-        await asyncio.wait_for(runner, 60)
 
 
 async def test_livekit_stream_and_synthesize(speech_server: str) -> None:

@@ -60,6 +60,25 @@ async def test_pipecat_speaks_with_word_times_and_an_interruption_cancels_the_co
         assert not turns.errors
 
 
+async def test_pipecat_http_service_reads_word_times_from_the_timed_stream(speech_server: str) -> None:
+    """pipecat's ``ElevenLabsHttpTTSService``: ``/stream/with-timestamps``, one JSON line per chunk."""
+    from pipecat.services.elevenlabs.tts import ElevenLabsHttpTTSService
+
+    async with aiohttp.ClientSession() as session:
+        tts = ElevenLabsHttpTTSService(
+            api_key="unused", base_url=speech_server, aiohttp_session=session, sample_rate=24000,
+            settings=ElevenLabsHttpTTSService.Settings(voice=VOICE),
+        )
+        async with running_pipeline(tts) as pipeline:
+            turns = pipeline.turns
+            await pipeline.answer("Over plain", " HTTP, with", " word times.")
+            context = await turns.next_context(set())
+            await asyncio.wait_for(turns.event(turns.stopped, context).wait(), 120)
+    assert turns.audio[context] > 48000
+    assert turns.words[context] == ["Over", "plain", "HTTP,", "with", "word", "times."]
+    assert not turns.errors
+
+
 # --- LiveKit --------------------------------------------------------------------------
 
 

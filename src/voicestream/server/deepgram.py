@@ -40,18 +40,21 @@ from voicestream.protocol.deepgram import (
     parse_socket_message,
     parse_speak_query,
 )
-from voicestream.server.connection import Connection, Transport, WebSocketTransport
+from voicestream.server.cartesia import LATENCY_SCHEDULE
+from voicestream.server.connection import (
+    Connection,
+    Transport,
+    WebSocketTransport,
+    release_contexts,
+)
 from voicestream.server.http import audio_body, read_body, stream_response
 from voicestream.server.job import Listener
 from voicestream.server.requests import SpeechService
 from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice, start_job
-from voicestream.text import ChunkSchedule
 
 log = logging.getLogger(__name__)
 
 ROUTE = "deepgram"
-LATENCY_SCHEDULE = ChunkSchedule(3, (1, 2))
-"""A short first piece, then one sentence, then two (as Cartesia's contexts)."""
 BUFFER_DELAY_S = 3.0
 """How long text the chunker cannot decide yet waits for more before it is spoken as it is."""
 MAX_QUEUED_FRAMES = 16
@@ -144,7 +147,8 @@ class DeepgramSocket(Connection):
         self.closing = False
         """Close was received: the rest is spoken, then the socket closes."""
         self._count = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._live: set[_Utterance] = set()
+        """Utterances whose task still runs (the current one, and cleared ones finishing)."""
         self._answering = False
         self.utterance = self._next_utterance()
         self.queue(Metadata(
@@ -212,16 +216,13 @@ class DeepgramSocket(Connection):
                 self.finish()
 
     async def release(self) -> None:
-        self.utterance.speech.cancel()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await release_contexts(list(self._live))
 
     def _next_utterance(self) -> _Utterance:
         self._count += 1
         utterance = _Utterance(self, self._count)
-        self._tasks.add(utterance.task)
-        utterance.task.add_done_callback(self._tasks.discard)
+        self._live.add(utterance)
+        utterance.task.add_done_callback(lambda _: self._live.discard(utterance))
         return utterance
 
 

@@ -1,0 +1,66 @@
+"""Deepgram's query and messages as the protocol layer reads them (pure: no server)."""
+
+import pytest
+
+from voicestream.protocol import ErrorCode, ProtocolError
+from voicestream.protocol.deepgram import (
+    AURA_VOICES,
+    kokoro_voice,
+    parse_socket_message,
+    parse_speak_query,
+)
+from voicestream.protocol.voices import describe_voice
+
+
+def test_every_aura_voice_is_a_kokoro_voice_of_its_language() -> None:
+    assert len(AURA_VOICES) > 100
+    for model, voice in AURA_VOICES.items():
+        language = describe_voice(voice).language
+        assert language is not None and language.startswith(model.rsplit("-", 1)[1]), (model, voice)
+
+
+def test_model_ids_name_aura_voices_or_kokoro_voices() -> None:
+    assert kokoro_voice("aura-2-thalia-en") == kokoro_voice("aura-thalia-en") == "af_heart"
+    assert kokoro_voice("af_bella am_adam") == "af_bella+am_adam"  # an unescaped + in a query
+    with pytest.raises(ProtocolError) as unknown:
+        kokoro_voice("aura-2-nobody-en")
+    assert unknown.value.code is ErrorCode.UNKNOWN_VOICE
+
+
+@pytest.mark.parametrize(("query", "socket", "format", "rate"), [
+    ({}, True, "wav", 24000),
+    ({}, False, "mp3", 24000),
+    ({"encoding": "linear16", "container": "none", "sample_rate": "16000"}, False, "pcm16", 16000),
+    ({"encoding": "mulaw"}, True, "mulaw", 8000),
+    ({"encoding": "alaw", "sample_rate": "16000"}, True, None, 16000),
+])
+def test_query_defaults_follow_deepgram(query: dict[str, str], socket: bool, format: str | None, rate: int) -> None:
+    options = parse_speak_query(query, socket=socket)
+    assert (options.format, options.rate) == (format, rate)
+
+
+@pytest.mark.parametrize(("query", "socket", "code"), [
+    ({"encoding": "mp3"}, True, ErrorCode.UNSUPPORTED_FORMAT),
+    ({"encoding": "ogg-vorbis"}, False, ErrorCode.UNSUPPORTED_FORMAT),
+    ({"encoding": "mulaw", "container": "wav"}, False, ErrorCode.UNSUPPORTED_FORMAT),
+    ({"sample_rate": "32000"}, False, ErrorCode.UNSUPPORTED_SAMPLE_RATE),
+    ({"sample_rate": "fast"}, False, ErrorCode.UNSUPPORTED_SAMPLE_RATE),
+    ({"speed": "-1"}, False, ErrorCode.INVALID_SPEED),
+    ({"model": "aura-2-nobody-en"}, True, ErrorCode.UNKNOWN_VOICE),
+])
+def test_a_query_that_cannot_be_served_names_its_problem(query: dict[str, str], socket: bool, code: ErrorCode) -> None:
+    with pytest.raises(ProtocolError) as refused:
+        parse_speak_query(query, socket=socket)
+    assert refused.value.code is code
+
+
+@pytest.mark.parametrize("message", [{"type": "Shout"}, {"type": "Speak"}, {"type": "Speak", "text": 7}, {"text": "hi"}])
+def test_a_bad_socket_message_is_invalid_message(message: dict) -> None:
+    with pytest.raises(ProtocolError) as bad:
+        parse_socket_message(message)
+    assert bad.value.code is ErrorCode.INVALID_MESSAGE
+
+
+def test_socket_messages() -> None:
+    assert parse_socket_message({"type": "Speak", "text": "Hi "}).text == "Hi "
+    assert [parse_socket_message({"type": kind}).type for kind in ("Flush", "Clear", "Close")] == ["Flush", "Clear", "Close"]

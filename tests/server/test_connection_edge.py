@@ -104,6 +104,18 @@ async def _cartesia_non_reader(server: Server) -> Callable[[], None]:
     return ws.transport.abort
 
 
+def deepgram_url(base_url: str) -> str:
+    return base_url.replace("http://", "ws://") + "/v1/speak?model=af_heart&encoding=linear16&sample_rate=48000"
+
+
+async def _deepgram_non_reader(server: Server) -> Callable[[], None]:
+    ws = await connect(deepgram_url(server.url), sock=await connect_non_reader(server.url), max_size=None,
+                       max_queue=1, compression=None)
+    await ws.send(json.dumps({"type": "Speak", "text": LONG_TEXT}))
+    await ws.send(json.dumps({"type": "Flush"}))
+    return ws.transport.abort
+
+
 async def _wyoming_non_reader(server: Server) -> Callable[[], None]:
     sock = await connect_non_reader(server.wyoming_url)
     event = Synthesize(text=LONG_TEXT).event()
@@ -137,6 +149,18 @@ async def _cartesia_served(server: Server) -> None:
         assert await _cartesia_until(ws, "done")
 
 
+async def _deepgram_served(server: Server) -> None:
+    async with connect(deepgram_url(server.url), max_size=None) as ws:
+        await ws.send(json.dumps({"type": "Speak", "text": "Served after the hog."}))
+        await ws.send(json.dumps({"type": "Flush"}))
+        audio = 0
+        async with asyncio.timeout(120):
+            while not isinstance(answer := await ws.recv(), str) or json.loads(answer)["type"] != "Flushed":
+                assert isinstance(answer, bytes) or json.loads(answer)["type"] == "Metadata", answer
+                audio += len(answer) if isinstance(answer, bytes) else 0
+        assert audio
+
+
 async def _wyoming_sentence(client: AsyncTcpClient) -> None:
     """Events up to an ``audio-stop``."""
     async with asyncio.timeout(120):
@@ -166,6 +190,10 @@ async def _cartesia_silent(server: Server) -> Callable[[], Awaitable[None]]:
     return await _websocket_silent(cartesia_url(server.url))
 
 
+async def _deepgram_silent(server: Server) -> Callable[[], Awaitable[None]]:
+    return await _websocket_silent(deepgram_url(server.url))
+
+
 async def _wyoming_silent(server: Server) -> Callable[[], Awaitable[None]]:
     _, writer = await asyncio.open_connection("127.0.0.1", server.wyoming_port)
 
@@ -179,6 +207,7 @@ FACES = {
     "session": (_session_non_reader, _session_silent, _session_served),
     "cartesia": (_cartesia_non_reader, _cartesia_silent, _cartesia_served),
     "wyoming": (_wyoming_non_reader, _wyoming_silent, _wyoming_served),
+    "deepgram": (_deepgram_non_reader, _deepgram_silent, _deepgram_served),
 }
 
 

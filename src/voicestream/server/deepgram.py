@@ -192,8 +192,9 @@ class DeepgramSocket(Connection):
             speech.mark(self.flushes)
             self.flushes += 1
         elif message.type == "Clear":
-            if speech.cancel():
+            if self.utterance.has_unsent:
                 self.service.metrics.cancels.labels(route=ROUTE).inc()
+            speech.cancel()
             self.queue(Cleared(sequence_id=self.flushes).to_json())
             self.utterance = self._next_utterance()
         else:
@@ -227,9 +228,12 @@ class DeepgramSocket(Connection):
 
 
 async def speak_websocket(websocket: WebSocket) -> None:
-    """``WS /v1/speak``: the query is checked before the handshake is answered (a voice
-    once the model is ready), and refused with 400 and ``dg-error`` as Deepgram does."""
-    service: SpeechService | None = await websocket.app.state.server.wait()
+    """``WS /v1/speak``: the query is checked before the handshake is answered, and refused
+    with 400 and ``dg-error`` as Deepgram does. The voice is checked too once the model is
+    ready; while it loads the socket is accepted at once (a client's connect timeout is
+    shorter than a load) and served when it is ready, a voice the engine lacks then
+    answered with a ``Warning`` per ``Speak``."""
+    service: SpeechService | None = websocket.app.state.server.service
     try:
         options = parse_speak_query(websocket.query_params, socket=True)
         if service is not None:
@@ -240,6 +244,7 @@ async def speak_websocket(websocket: WebSocket) -> None:
         await websocket.send_denial_response(_error_response(fault, str(uuid.uuid4())))
         return
     await websocket.accept()
+    service = service or await websocket.app.state.server.wait()
     await DeepgramSocket.serve(_SpeakTransport(websocket, options), service)
 
 

@@ -68,7 +68,7 @@ def _shape_problem(name: str) -> tuple[ErrorCode, str]:
 
 _BOOLEANS = frozenset({"continue", "flush", "add_timestamps", "cancel"})
 _PROBLEMS: Mapping[str, tuple[ErrorCode, str]] = {
-    "voice": (ErrorCode.UNKNOWN_VOICE, 'voice must be {"mode": "id", "id": a Kokoro voice or blend}'),
+    "voice": (ErrorCode.UNKNOWN_VOICE, 'voice must be a Kokoro voice or blend, or {"mode": "id", "id": one}'),
     "generation_config": (ErrorCode.INVALID_SPEED, "generation_config.speed must be a number"),
     "output_format.sample_rate": (
         ErrorCode.UNSUPPORTED_SAMPLE_RATE,

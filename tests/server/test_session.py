@@ -312,3 +312,61 @@ async def test_engine_failure_is_internal_and_session_goes_on(engine, tmp_path) 
         assert failed.last["request_id"] == "bad" and "reshape" not in failed.last["message"]
         assert (await peer.answer()).kinds == ["synthesis_start", "synthesis_complete"]
         await peer.close()
+
+
+WRITTEN = "It costs $5, said Dr. Lee. This is **bold** text."
+WRITTEN_WORDS = ["It", "costs", "$5,", "said", "Dr.", "Lee.", "This", "is", "bold", "text."]
+
+
+def words_of(answer) -> list[dict]:
+    return [word for frame in answer.frames if frame["type"] == "word_timestamps" for word in frame["words"]]
+
+
+def assert_written(words: list[dict], text: str, expected: list[str]) -> None:
+    """The words as the client wrote them, at their offsets in the text sent, in time order."""
+    assert [w["word"] for w in words] == expected
+    for word in words:
+        assert word["word"] in text[word["start_char"] : word["end_char"]].replace("**", "")
+    assert [w["start_s"] for w in words] == sorted(w["start_s"] for w in words)
+
+
+async def test_a_streamed_utterance_is_one_request_in_the_writers_words(speech_server: str) -> None:
+    """Text in pieces (`continue`), cut where the pieces fall ("$", "5,"; "Dr", ". Lee"), is
+    answered as one request: one start, the words as written with their offsets in the whole
+    text, all the audio, one complete; a whole request after it is answered as before."""
+    peer = await WirePeer.open(speech_server)
+    pieces = ["It costs $", "5, said Dr", ". Lee. This is **bo", "ld** text."]
+    for index, piece in enumerate(pieces):
+        await peer.send({"text": piece, "request_id": "u1", "continue": True, "word_timestamps": index == 0})
+    await peer.send({"text": "", "request_id": "u1", "continue": False})
+    await peer.send({"text": "Hello there.", "request_id": "after"})
+    answer = await peer.answer()
+    assert answer.kinds[0] == "synthesis_start" and answer.kinds[-1] == "synthesis_complete"
+    assert set(answer.kinds[1:-1]) == {"word_timestamps"}
+    assert_written(words_of(answer), "".join(pieces), WRITTEN_WORDS)
+    complete = answer.last
+    assert complete["audio_bytes"] == len(answer.audio) > 0
+    assert words_of(answer)[-1]["end_s"] <= complete["total_duration_s"] + 1e-6
+    after = await peer.answer()
+    assert after.request_id == "after" and after.kinds == ["synthesis_start", "synthesis_complete"]
+    await peer.close()
+
+
+async def test_streamed_pieces_get_the_usual_errors(speech_server: str) -> None:
+    peer = await WirePeer.open(speech_server)
+    await peer.send({"text": "Hi", "continue": True})
+    assert (await peer.answer()).last["code"] == "invalid_message"  # no request_id to share
+    await peer.send({"text": "Hi", "request_id": "f", "continue": True, "format": "wav"})
+    assert (await peer.answer()).last == {"type": "error", "request_id": "f", "code": "unsupported_format",
+                                          "message": "a streamed utterance's format must be pcm16 or mulaw"}
+    await peer.send({"text": "Hi", "request_id": "v", "continue": True, "voice": "nobody"})
+    assert (await peer.answer()).last["code"] == "unknown_voice"
+    await peer.send({"text": "Hello there.", "request_id": "w"})
+    await peer.send({"text": " more", "request_id": "w", "continue": False})
+    answers = [await peer.answer(), await peer.answer()]  # the error is sent at once, the audio in turn
+    assert sorted(a.last["type"] for a in answers) == ["error", "synthesis_complete"]  # w was whole
+    assert {a.last["request_id"] for a in answers} == {"w"}
+    await peer.send({"text": "A long answer that will not be heard", "request_id": "c", "continue": True})
+    await peer.send({"type": "cancel", "request_id": "c"})
+    assert (await peer.answer()).last == {"type": "synthesis_cancelled", "request_id": "c"}
+    await peer.close()

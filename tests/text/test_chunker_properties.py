@@ -130,3 +130,25 @@ def test_latency_mode_only_shortens_the_first_chunk(text: str, first_words: int)
 @given(any_texts)
 def test_no_text_is_lost_from_any_text(text: str) -> None:
     check_invariants(text, chunk([text]))
+
+
+@given(fragmented(tricky_texts | any_texts), schedules, st.integers(0, 3))
+@settings(max_examples=150)
+def test_chunks_know_where_they_lie_in_the_text_fed(
+    case: tuple[str, list[str]], schedule: ChunkSchedule, flush_after: int
+) -> None:
+    """Each chunk is `fed[start:end]`, whitespace collapsed, across flushes too (a stream's
+    delay speaks what waits, and the text goes on): word offsets rest on this."""
+    text, fragments = case
+    chunker = IncrementalSentenceChunker(schedule)
+    located = []
+    for index, fragment in enumerate(fragments):
+        located += chunker.feed_chunks(fragment)
+        if index == flush_after and (rest := chunker.flush_chunk()) is not None:
+            located.append(rest)
+    if (rest := chunker.flush_chunk()) is not None:
+        located.append(rest)
+    for found in located:
+        assert found.raw == text[found.start : found.end]
+        assert found.text == " ".join(found.raw.split())
+    assert [found.start for found in located] == sorted(found.start for found in located)

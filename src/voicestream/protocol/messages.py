@@ -228,6 +228,47 @@ class SynthesizeRequest(InboundMessage):
         return self.model_copy(update={"request_id": make_id()})
 
 
+StreamedAudioFormat = Literal["pcm16", "mulaw"]
+STREAMED_AUDIO_FORMATS: tuple[str, ...] = get_args(StreamedAudioFormat)
+"""Formats of a streamed utterance: its chunks' audio is sent end to end, which only a raw
+format allows (a container or a codec's stream would start again with each chunk)."""
+
+
+class SynthesizePiece(SynthesizeRequest):
+    """*Extension*: one piece of an utterance whose text comes in pieces (an LLM's tokens).
+
+    A ``synthesize`` message with ``continue`` is a piece: ``continue: true`` while more
+    text will come, ``continue: false`` on the last piece (its text may be empty), which
+    ends the utterance. The pieces of one utterance share a ``request_id`` (required); the
+    first piece's voice, speed, language, format and ``word_timestamps`` hold for all of
+    them; ``chunking`` picks how the server cuts the text (latency mode's short first
+    chunk, or whole sentences). Messages without ``continue`` are whole requests, as
+    the reference's clients send them."""
+
+    text: Annotated[str, Field(strict=True)] = ""
+    request_id: RequestId
+    more: Annotated[bool, Field(strict=True, alias="continue")]
+    format: StreamedAudioFormat = "pcm16"
+    chunking: Literal["latency", "sentences"] = "latency"
+
+    field_problems: ClassVar[Mapping[str, tuple[ErrorCode, str]]] = {
+        **_FIELD_PROBLEMS,
+        "request_id": (
+            ErrorCode.INVALID_MESSAGE,
+            (
+                "request_id is required with continue (the pieces of one utterance share it): "
+                f"a non-empty string of at most {MAX_REQUEST_ID_LENGTH} characters"
+            ),
+        ),
+        "continue": (ErrorCode.INVALID_MESSAGE, "continue must be true or false"),
+        "format": (ErrorCode.UNSUPPORTED_FORMAT, f"a streamed utterance's format must be {_one_of(STREAMED_AUDIO_FORMATS)}"),
+        "chunking": (ErrorCode.INVALID_MESSAGE, "chunking must be latency or sentences"),
+    }
+
+    def to_json(self) -> str:
+        return self.model_dump_json(exclude_none=True, by_alias=True)
+
+
 class CancelRequest(InboundMessage):
     """*Extension*: drop one request, or every queued and running one (barge-in)."""
 
@@ -241,7 +282,7 @@ class CloseRequest(InboundMessage):
     type: Literal["close"] = "close"
 
 
-ClientMessage = SynthesizeRequest | CancelRequest | CloseRequest
+ClientMessage = SynthesizeRequest | SynthesizePiece | CancelRequest | CloseRequest
 
 _CLIENT_MESSAGES: Mapping[str, type[ClientMessage]] = {
     "synthesize": SynthesizeRequest,
@@ -640,6 +681,8 @@ def parse_client_message(data: str | bytes) -> ClientMessage:
     if model is None:
         code, text = _FIELD_PROBLEMS["type"]
         raise ProtocolError(code, text, _request_id_of(message))
+    if model is SynthesizeRequest and message.get("continue") is not None:
+        return _validate(SynthesizePiece, message)
     return _validate(model, message)
 
 

@@ -70,14 +70,13 @@ from voicestream.server.http import audio_body, error_response, read_body, strea
 from voicestream.server.job import Listener
 from voicestream.server.requests import AudioStream, SpeechService, SynthesisFailed
 from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice, start_job
-from voicestream.text import ChunkSchedule
+from voicestream.text import STREAMED
 
 log = logging.getLogger(__name__)
 
 ROUTE = "cartesia"
-LATENCY_SCHEDULE = ChunkSchedule(3, (1, 2))
-"""A streamed context's chunks: a short first piece, then one sentence, then two (the
-agent's default schedule, see ``voicestream.agent.runtime``)."""
+LATENCY_SCHEDULE = STREAMED
+"""A streamed context's chunks: the server's one schedule of streamed text."""
 MAX_QUEUED_MESSAGES = 16
 """Answers waiting for the socket beyond which a context waits before sending more."""
 

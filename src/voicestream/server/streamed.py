@@ -11,6 +11,10 @@ most ``max_delay_s`` after the message that left it unspoken, then is spoken as 
 bound Cartesia's ``max_buffer_delay_ms`` sets, and what keeps a stream that stalls mid-
 sentence from staying silent.
 
+Each chunk is sent to the engine as it was written (`Chunk.raw`: markup and line breaks
+intact, the normalizer's to read), and `Spoken.start` says where it lies in the utterance's
+text, so that word offsets (`Spoken.located`) count in the text as the client sent it.
+
 This is the "stream text into a request" verb the protocol adapters share; it uses only
 the core's public verbs (``start``, ``stream``, ``SynthesisJob.cancel``).
 """
@@ -19,14 +23,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from voicestream.audio import StreamEncoder
-from voicestream.protocol import ErrorCode
+from voicestream.engine.alignment import offset_chars
+from voicestream.protocol import ErrorCode, WordTiming
 from voicestream.server.job import Listener, SynthesisJob
 from voicestream.server.requests import AudioStream, RequestRejected, SpeechService
-from voicestream.text import ChunkSchedule, IncrementalSentenceChunker
+from voicestream.text import STREAMED, ChunkSchedule, IncrementalSentenceChunker
 
 AHEAD = 2
 """Chunks queued with the scheduler beyond the one being sent."""
@@ -73,11 +78,18 @@ class Spoken:
 
     text: str
     stream: AudioStream
+    start: int = 0
+    """Where ``text`` starts in the utterance's text as fed (a `say` text: in itself)."""
+
+    def located(self, words: Sequence[WordTiming]) -> list[WordTiming]:
+        """The chunk's words with their offsets in the utterance's text, not the chunk's."""
+        return offset_chars(words, self.start)
 
 
 @dataclass
 class _Chunk:
     text: str
+    start: int = 0
     job: SynthesisJob | None = None
 
 
@@ -88,7 +100,7 @@ class StreamedSpeech:
 
     def __init__(
         self, service: SpeechService, voice: Voice, output: Output, listener: Listener, route: str,
-        request_id: str, schedule: ChunkSchedule, max_delay_s: float | None,
+        request_id: str, schedule: ChunkSchedule = STREAMED, max_delay_s: float | None = None,
     ) -> None:
         self.service = service
         self.voice = voice
@@ -124,10 +136,10 @@ class StreamedSpeech:
         (``text_too_long``): a client must read audio before it sends more."""
         if self.ended:
             return
-        chunks = self._chunker.feed(text)
-        self._buffered += _visible(text) - sum(_visible(chunk) for chunk in chunks)
+        chunks = self._chunker.feed_chunks(text)
+        self._buffered += _visible(text) - sum(_visible(chunk.raw) for chunk in chunks)
         for chunk in chunks:
-            self._items.append(_Chunk(chunk))
+            self._items.append(_Chunk(chunk.raw, chunk.start))
         if chunks and self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -155,10 +167,10 @@ class StreamedSpeech:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        rest = self._chunker.flush()
+        rest = self._chunker.flush_chunk()
         self._buffered = 0
         if rest and not self.ended:
-            self._items.append(_Chunk(rest))
+            self._items.append(_Chunk(rest.raw, rest.start))
             self._top_up()
 
     def mark(self, marker: object) -> None:
@@ -230,7 +242,7 @@ class StreamedSpeech:
             self._top_up()
             stream = self.service.stream(item.job, self.route)
             try:
-                yield Spoken(item.text, stream)
+                yield Spoken(item.text, stream, item.start)
             finally:
                 item.job.cancel()  # a no-op once its audio is all out
                 self._current = None

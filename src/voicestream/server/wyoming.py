@@ -61,7 +61,7 @@ from voicestream.server.connection import (
 from voicestream.server.job import Listener
 from voicestream.server.requests import RequestRejected, SpeechService
 from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice
-from voicestream.text import SENTENCES
+from voicestream.text import STREAMED
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +252,7 @@ class WyomingConnection(Connection):
         self._count += 1
         return StreamedSpeech(
             self.service, Voice(voice, 1.0, None), Output("pcm16", ENGINE_SAMPLE_RATE), self.listener, ROUTE,
-            f"wyoming-{self._count}", SENTENCES, BUFFER_DELAY_S,
+            f"wyoming-{self._count}", STREAMED, BUFFER_DELAY_S,
         )
 
     def _accept(self, speech: StreamedSpeech) -> None:

@@ -2,6 +2,9 @@
 
 from voicestream.text.chunker import IncrementalSentenceChunker
 from voicestream.text.normalize import normalize_for_speech
-from voicestream.text.schedule import SENTENCES, ChunkSchedule
+from voicestream.text.schedule import SENTENCES, STREAMED, STREAMED_SENTENCES, ChunkSchedule
 
-__all__ = ["SENTENCES", "ChunkSchedule", "IncrementalSentenceChunker", "normalize_for_speech"]
+__all__ = [
+    "SENTENCES", "STREAMED", "STREAMED_SENTENCES", "ChunkSchedule", "IncrementalSentenceChunker",
+    "normalize_for_speech",
+]

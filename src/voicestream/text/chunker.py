@@ -23,6 +23,7 @@ Invariant on the output (see the property tests):
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from voicestream.text.abbreviations import (
     DAY_MONTHS,
@@ -79,6 +80,18 @@ _MAX_BREAK_WORD_LEN = max(len(word) for word in BREAK_WORDS | PHRASE_WORDS)
 _STANDALONE_BULLET_TOKENS = frozenset({"-", "*", "+"}) | BULLETS
 
 
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A chunk and where it lies in all the text the chunker was fed: ``raw`` is
+    ``fed[start:end]``, the chunk as written (from its first character that is not
+    whitespace to its last); ``text`` is the same with its whitespace collapsed."""
+
+    text: str
+    raw: str
+    start: int
+    end: int
+
+
 class _NeedMoreText(Exception):
     """A decision needs text that has not arrived yet."""
 
@@ -124,6 +137,8 @@ class IncrementalSentenceChunker:
 
     def __init__(self, schedule: ChunkSchedule = SENTENCES) -> None:
         self.schedule = schedule
+        self._fed = 0
+        """Characters fed in all, across resets: where `Chunk` offsets count from."""
         self.reset()
 
     def reset(self) -> None:
@@ -136,40 +151,63 @@ class IncrementalSentenceChunker:
         """Words of the longest chunk so far: the next latency-mode piece grows from it."""
         self._group: list[str] = []
         """The sentences of the chunk being grouped, as raw slices of the input."""
+        self._group_start = self._pending_start = self._fed
+        """Where the group, and the pending text, start in all the text fed."""
         self._start_chunk("")
 
     def feed(self, fragment: str) -> list[str]:
         """Add a fragment of text; return the chunks it completed, in order."""
-        chunks: list[str] = []
+        return [chunk.text for chunk in self.feed_chunks(fragment)]
+
+    def feed_chunks(self, fragment: str) -> list[Chunk]:
+        """`feed`, each chunk with where it lies in the text fed (`Chunk`)."""
+        chunks: list[Chunk] = []
         for start in range(0, len(fragment), _FEED_WINDOW):
-            self._pending += fragment[start : start + _FEED_WINDOW]
+            window = fragment[start : start + _FEED_WINDOW]
+            self._pending += window
+            self._fed += len(window)
             chunks += self._ready_chunks()
         return chunks
 
-    def _ready_chunks(self) -> list[str]:
-        chunks: list[str] = []
+    def _ready_chunks(self) -> list[Chunk]:
+        chunks: list[Chunk] = []
         while (boundary := self._scan()) is not None:
             mid_sentence = self._cut_mid_sentence
+            if not self._group:
+                self._group_start = self._pending_start
             self._group.append(self._pending[:boundary])
+            self._pending_start += boundary
             self._start_chunk(self._pending[boundary:])
             if mid_sentence:  # a latency-mode cut: the chunk ends inside a sentence
-                chunks.append(_collapse_whitespace("".join(self._group)))
-                self._last_chunk_words = max(self._last_chunk_words, _count_words(chunks[-1]))
-                self._group = []
+                chunks.append(self._take_group())
                 self._cuts += 1
             elif len(self._group) >= self.schedule.sentences_in(self._chunks_emitted):
-                chunks.append(_collapse_whitespace("".join(self._group)))
-                self._last_chunk_words = max(self._last_chunk_words, _count_words(chunks[-1]))
-                self._group = []
+                chunks.append(self._take_group())
                 self._chunks_emitted += 1
         return chunks
 
+    def _take_group(self, rest: str = "") -> Chunk:
+        raw = "".join(self._group) + rest
+        start = self._group_start + len(raw) - len(raw.lstrip())
+        raw = raw.strip()
+        chunk = Chunk(_collapse_whitespace(raw), raw, start, start + len(raw))
+        self._last_chunk_words = max(self._last_chunk_words, _count_words(chunk.text))
+        self._group = []
+        return chunk
+
     def flush(self) -> str | None:
         """Return the rest of the text, or None if nothing speakable is left; then reset."""
+        chunk = self.flush_chunk()
+        return chunk.text if chunk else None
+
+    def flush_chunk(self) -> Chunk | None:
+        """`flush`, with where the rest lies in the text fed (`Chunk`)."""
         rest = self._pending if any(_is_speakable(c) for c in self._pending) else ""
-        text = _collapse_whitespace("".join(self._group) + rest)
+        if not self._group:
+            self._group_start = self._pending_start
+        chunk = self._take_group(rest)
         self.reset()
-        return text or None
+        return chunk if chunk.text else None
 
     # --- scanning ---------------------------------------------------------------------
 

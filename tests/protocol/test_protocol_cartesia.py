@@ -38,6 +38,11 @@ def test_nulls_count_as_absent_and_a_bad_context_id_is_none() -> None:
     assert (request.context_id, request.transcript, request.voice_id, request.flush) == (None, "", "af_heart", False)
 
 
+def test_a_bare_voice_id_is_the_id_form() -> None:
+    """What the official SDK sends (``voice="af_heart"``)."""
+    assert parse_generation(_message(voice="bf_emma")).voice_id == "bf_emma"
+
+
 def test_a_language_other_than_the_voices_is_kept() -> None:
     assert parse_generation(_message(voice={"id": "bf_emma"}, language="en")).language_override is None
     assert parse_generation(_message(voice={"id": "af_heart"}, language="fr")).language_override == "fr"
@@ -48,7 +53,7 @@ def test_a_language_other_than_the_voices_is_kept() -> None:
     [
         ({"voice": {"mode": "embedding", "embedding": [0.1]}}, ErrorCode.UNKNOWN_VOICE, "mode"),
         ({"voice": {"id": 3}}, ErrorCode.UNKNOWN_VOICE, "voice"),
-        ({"voice": "af_heart"}, ErrorCode.INVALID_MESSAGE, "voice must be an object"),
+        ({"voice": 7}, ErrorCode.INVALID_MESSAGE, "voice must be an object"),
         ({"generation_config": {"speed": "fast"}}, ErrorCode.INVALID_SPEED, "speed"),
         ({"generation_config": {"speed": True}}, ErrorCode.INVALID_SPEED, "speed"),
         ({"output_format": {"encoding": "pcm_alaw"}}, ErrorCode.UNSUPPORTED_FORMAT, "pcm_s16le, pcm_mulaw, pcm_f32le"),

@@ -104,7 +104,7 @@ async def test_rest_refusals_are_deepgram_errors_and_a_token_is_a_key(make_speec
 
 async def test_bad_messages_get_warnings_and_the_socket_goes_on(speech_server: str) -> None:
     bad = ["not json", "[1]", json.dumps({"type": "Shout", "text": "hi"}), json.dumps({"type": "Speak"}),
-           json.dumps({"type": "Speak", "text": 7})]
+           json.dumps({"type": "Speak", "text": 7}), json.dumps({"type": "Speak", "text": "word " * 30_000})]
     async with connect(speak_url(speech_server, "model=am_adam&encoding=linear16&sample_rate=24000")) as ws:
         metadata = json.loads(await ws.recv())
         assert metadata["type"] == "Metadata" and metadata["model_name"] == "am_adam"
@@ -123,6 +123,7 @@ async def test_bad_messages_get_warnings_and_the_socket_goes_on(speech_server: s
         await asyncio.wait_for(ws.wait_closed(), 30)
     assert [w["type"] for w in warnings] == ["Warning"] * len(bad)
     assert all(w["warn_code"] and w["warn_msg"] for w in warnings)
+    assert warnings[-1]["warn_code"] == "text_too_long"  # the text so far failed; what follows is spoken
     assert audio > 48000
     assert ws.close_code == 1000
 

@@ -184,6 +184,8 @@ class DeepgramSocket(Connection):
         message = parse_socket_message(load_json_object(payload))
         if self.closing:
             raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"{message.type} after Close: the socket is closing")
+        if self.utterance.speech.cancelled:  # it failed (its Warning is on its way): start afresh
+            self.utterance = self._next_utterance()
         speech = self.utterance.speech
         if isinstance(message, Speak):
             speech.feed(message.text)
@@ -212,9 +214,10 @@ class DeepgramSocket(Connection):
         utterance.speech.cancel()
         self.report(fault)
         if utterance is self.utterance:
-            self.utterance = self._next_utterance()
             if self.closing:
                 self.finish()
+            else:
+                self.utterance = self._next_utterance()
 
     async def release(self) -> None:
         await release_contexts(list(self._live))

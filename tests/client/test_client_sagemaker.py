@@ -24,7 +24,7 @@ from voicestream.client import (
 )
 
 
-async def test_a_session_through_sagemaker_speaks_sentence_by_sentence(warm_server: str) -> None:
+async def test_a_session_through_sagemaker_speaks_streamed_text(warm_server: str) -> None:
     sagemaker = FakeSageMakerRuntimeClient(warm_server)
     transport = SageMakerTransport(
         "kokoro-82m",
@@ -35,20 +35,19 @@ async def test_a_session_through_sagemaker_speaks_sentence_by_sentence(warm_serv
     async with await SpeechSession.connect(transport) as session:
         events = [event async for event in session.speak(["Hello ", "there. ", "Bye", " now."])]
 
-    assert [e.text for e in events if isinstance(e, SpeechStarted)] == ["Hello there.", "Bye now."]
-    completed = [e for e in events if isinstance(e, SpeechCompleted)]
-    assert [e.index for e in completed] == [0, 1]
-    for done in completed:
-        audio = b"".join(
-            e.data for e in events if isinstance(e, AudioChunk) and e.index == done.index
-        )
-        assert len(audio) == done.audio_bytes > 0
+    assert len([e for e in events if isinstance(e, SpeechStarted)]) == 1
+    (done,) = [e for e in events if isinstance(e, SpeechCompleted)]
+    audio = b"".join(e.data for e in events if isinstance(e, AudioChunk))
+    assert len(audio) == done.audio_bytes > 0
 
     (invocation,) = sagemaker.invocations
     assert invocation.endpoint_name == "kokoro-82m"
     assert invocation.model_invocation_path == "invocations-bidirectional-stream"
     sent = [json.loads(event.value.bytes_) for event in sagemaker.sent]
-    assert [m["type"] for m in sent] == ["synthesize", "synthesize", "close"]
+    assert [(m["type"], m.get("text"), m.get("continue")) for m in sent] == [
+        ("synthesize", "Hello ", True), ("synthesize", "there. ", True), ("synthesize", "Bye", True),
+        ("synthesize", " now.", True), ("synthesize", "", False), ("close", None, None),
+    ]
     assert {event.value.data_type for event in sagemaker.sent} == {"UTF8"}
     received = sagemaker.outputs[0].events
     assert all(isinstance(e, ResponseStreamEventPayloadPart) for e in received)

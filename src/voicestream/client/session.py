@@ -43,7 +43,6 @@ from voicestream.client.session_protocol import (
 from voicestream.client.transport import Transport
 from voicestream.client.websocket import WebSocketTransport
 from voicestream.protocol import DEFAULT_SAMPLE_RATE, DEFAULT_VOICE, AudioFormat
-from voicestream.text import IncrementalSentenceChunker
 
 __all__ = ["RequestState", "SessionState", "SpeechSession"]
 
@@ -193,6 +192,36 @@ class SpeechSession:
                 raise
         return message["request_id"]
 
+    async def submit_piece(
+        self,
+        text: str,
+        request_id: str | None = None,
+        *,
+        more: bool = True,
+        chunking: str = "latency",
+        voice: str | None = None,
+        speed: float | None = None,
+    ) -> str:
+        """Send one piece of a streamed utterance now and return its id (PROTOCOL.md 1.1,
+        streamed text): without `request_id` (or with a new one) it opens an utterance; with
+        the id of an open one it adds `text`; `more=False` ends it. Send the text raw, as it
+        was written: the server cuts and normalizes it, and its word times carry the text's
+        own spelling and offsets. The utterance is one request: its events follow."""
+        async with self._send_lock:
+            new = request_id is None or request_id not in self._protocol.pending
+            message = self._protocol.submit_piece(
+                text, request_id, more=more, chunking=chunking, voice=voice, speed=speed
+            )
+            self._idle.clear()
+            try:
+                await self.transport.send(message)
+            except SpeechError:
+                if new:
+                    self._protocol.unsubmit(message["request_id"])
+                self._update_idle()
+                raise
+        return message["request_id"]
+
     async def cancel(self, request_id: str | None = None) -> None:
         """Stop speaking `request_id`, or every pending request when None (barge-in).
 
@@ -248,17 +277,18 @@ class SpeechSession:
     async def speak(
         self, text_fragments: AsyncIterable[str] | Iterable[str]
     ) -> AsyncGenerator[SpeechEvent, None]:
-        """Speak text that is still being written, sentence by sentence, as it arrives.
+        """Speak text that is still being written, as it arrives: one streamed utterance.
 
-        Fragments go through an `IncrementalSentenceChunker`; each sentence is submitted the
-        moment the chunker releases it, by a task of its own, while this iterator hands out
-        the events of the session. It ends once the text is exhausted and the last sentence
-        submitted is finished. A slow synchronous source blocks the event loop: pass an
+        Each fragment is sent as it comes, raw, as a piece of one utterance (`submit_piece`),
+        by a task of its own, while this iterator hands out the events of the session; the
+        server cuts it (latency mode's short first chunk, then sentences) and speaks each
+        chunk as soon as it is decided. It ends once the text is exhausted and the
+        utterance is finished. A slow synchronous source blocks the event loop: pass an
         async iterable for one (`SyncSpeechSession.speak` does this for you).
         """
         submitted: set[str] = set()
         finished: set[str] = set()
-        sender = asyncio.create_task(self._submit_sentences(text_fragments, submitted))
+        sender = asyncio.create_task(self._submit_pieces(text_fragments, submitted))
         sender.add_done_callback(lambda _: self._inbox.put_nowait(_Signal.WAKE))
         try:
             while not (sender.done() and submitted <= finished):
@@ -275,15 +305,16 @@ class SpeechSession:
                 with contextlib.suppress(asyncio.CancelledError):
                     await sender
 
-    async def _submit_sentences(
+    async def _submit_pieces(
         self, text_fragments: AsyncIterable[str] | Iterable[str], submitted: set[str]
     ) -> None:
-        chunker = IncrementalSentenceChunker()
+        request_id: str | None = None
         async for fragment in _each(text_fragments):
-            for sentence in chunker.feed(fragment):
-                submitted.add(await self.submit(sentence))
-        if (rest := chunker.flush()) is not None:
-            submitted.add(await self.submit(rest))
+            if fragment:
+                request_id = await self.submit_piece(fragment, request_id)
+                submitted.add(request_id)
+        if request_id is not None:
+            await self.submit_piece("", request_id, more=False)
 
     async def _next_event(self) -> SpeechEvent | None:
         """The next event; None once the session closed; raises the session's failure.

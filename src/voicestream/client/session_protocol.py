@@ -111,6 +111,8 @@ class _Request:
     received_bytes: int = 0
     skip_bytes: int = 0
     """Audio of a resumed request already received on the lost connection: dropped again."""
+    open_for_text: bool = False
+    """A streamed utterance whose last piece was not sent yet (`submit_piece`)."""
 
 
 class SessionProtocol:
@@ -191,6 +193,39 @@ class SessionProtocol:
         )
         self._submitted += 1
         return message
+
+    def submit_piece(
+        self,
+        text: str,
+        request_id: str | None = None,
+        *,
+        more: bool = True,
+        chunking: str = "latency",
+        voice: str | None = None,
+        speed: float | None = None,
+    ) -> dict[str, Any]:
+        """Take one piece of a streamed utterance and return its message (PROTOCOL.md 1.1,
+        streamed text): the first piece opens it (with the session's options, ``voice``,
+        ``speed`` and ``chunking``), later ones with its id add text, ``more=False`` ends it.
+        The text goes as it is: the server cuts and normalizes it. Pieces of an open
+        utterance are taken while the session closes (`close` waits for it to end)."""
+        request = self._requests.get(request_id) if request_id is not None else None
+        if request is None:
+            message = self.submit(text, request_id, voice=voice, speed=speed)
+            request = self._requests[message["request_id"]]
+            message["continue"] = more
+            if chunking != "latency":
+                message["chunking"] = chunking
+            request.open_for_text = more
+            return dict(message)
+        if self._failure is not None:
+            raise self._failure
+        if not request.open_for_text:
+            raise ValueError(f"request {request.request_id!r} takes no more text")
+        request.text += text
+        request.message["text"] += text  # a resumed connection sends the text so far at once
+        request.message["continue"] = request.open_for_text = more
+        return {"type": "synthesize", "request_id": request.request_id, "text": text, "continue": more}
 
     def unsubmit(self, request_id: str) -> None:
         """Forget a request whose message could not be sent; nothing if it already ended."""

@@ -142,6 +142,20 @@ class SyncSpeechSession:
     ) -> str:
         return self._run(self._session.submit(text, request_id, voice=voice, speed=speed))
 
+    def submit_piece(
+        self,
+        text: str,
+        request_id: str | None = None,
+        *,
+        more: bool = True,
+        chunking: str = "latency",
+        voice: str | None = None,
+        speed: float | None = None,
+    ) -> str:
+        return self._run(self._session.submit_piece(
+            text, request_id, more=more, chunking=chunking, voice=voice, speed=speed
+        ))
+
     def cancel(self, request_id: str | None = None) -> None:
         self._run(self._session.cancel(request_id))
 

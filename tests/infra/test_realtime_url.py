@@ -1,18 +1,23 @@
-"""`agent-infra demo --realtime`'s presigned URL, offline: stub credentials and a fixed clock
-give one exact URL, whose signature is checked here against SigV4 computed by hand, the
-way AWS documents it (canonical request, string to sign, derived key)."""
+"""`agent-infra demo --realtime`: its presigned URL, offline (stub credentials and a fixed
+clock give one exact URL, whose signature is checked here against SigV4 computed by hand,
+the way AWS documents it: canonical request, string to sign, derived key), and one turn
+spoken over a local agent's /ws."""
 
 from __future__ import annotations
 
 import datetime
 import hashlib
 import hmac
+import wave
+from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import boto3
 import botocore.auth
 import pytest
+from typer.testing import CliRunner
 
+from voicestream.infra.cli import agent_infra
 from voicestream.infra.realtime import PRESIGN_EXPIRES_S, presigned_url, realtime_target
 from voicestream.protocol import SESSION_HEADER
 
@@ -105,3 +110,20 @@ def test_a_base_url_gets_its_ws_path_with_the_session_and_key_as_headers() -> No
 def test_an_arn_that_is_not_a_runtime_is_refused() -> None:
     with pytest.raises(ValueError, match="Invalid runtime ARN"):
         presigned_url("arn:aws:bedrock:eu-west-1:123456789012:model/x", SESSION_ID, session=_stub_session())
+
+
+def test_demo_realtime_speaks_one_turn_over_a_local_agents_ws(agent_url: str, tmp_path: Path) -> None:
+    """`agent-infra demo --realtime` against the agent on this machine: its /ws (AgentCore's
+    route) answers the prompt with audio, written as a WAV."""
+    output = tmp_path / "answer.wav"
+    result = CliRunner().invoke(
+        agent_infra,
+        ["demo", "--endpoint-url", agent_url, "--prompt", "Say hello.", "--realtime", "-o", str(output)],
+    )
+    assert result.exit_code == 0, result.output
+    lines = dict(line.split(maxsplit=1) for line in result.stdout.splitlines())
+    assert lines["status"] == "completed", result.stdout
+    assert lines["first"].endswith(" ms") and lines["transcript"].strip()
+    with wave.open(str(output)) as answer:
+        assert (answer.getframerate(), answer.getnchannels(), answer.getsampwidth()) == (24000, 1, 2)
+        assert answer.getnframes() > 24000 * 0.3  # some speech, not a click

@@ -2,7 +2,8 @@
 #
 # AgentCore runs arm64 (Graviton) containers and talks to them on port 8080:
 # POST /invocations answers with Server-Sent Events (PROTOCOL.md section 2), GET /ping with
-# {"status":"Healthy"}. It installs the `agent` extra only: no speech engine (no onnxruntime,
+# {"status":"Healthy"}, WS /ws speaks the OpenAI Realtime API (AgentCore's WebSocket contract;
+# nothing more to install: voice input there needs `asr`, left out). It installs the `agent` extra only: no speech engine (no onnxruntime,
 # no espeak, no Kokoro weights), no local LLM, no voice input (`asr`: audio requests get
 # `asr_unavailable`). It answers with a Bedrock model (or an OpenAI-compatible server) and
 # speaks through the speech server's SageMaker endpoint (the `aws` extra, part of `agent`).

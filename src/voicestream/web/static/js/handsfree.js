@@ -159,6 +159,8 @@ class HandsFree {
     ui.talk.disabled = state !== "off"; // the microphone is already listening
   }
 
+  /** Muted, the microphone's audio is not sent: the agent hears nothing (not silence), so a
+   * turn being spoken when it was muted ends only after unmuting; answers still play. */
   setMuted(muted) {
     this.muted = muted;
     ui.mute.textContent = muted ? "Unmute" : "Mute";

@@ -1,0 +1,128 @@
+"""Hands-free in Chromium: a question spoken by `voicestream say` (a 48 kHz WAV, looped by the
+fake microphone) streams into the agent's /v1/realtime; the server's VAD ends the turn and
+the page plays the answer; speaking over it (the next loop of the question) silences it,
+and the page tells the agent how much it had played; then Send asks by text on the same
+socket. Asserted from the page's own account
+(`window.voicestreamHandsFree`) and the events the agent sent it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import wave
+from pathlib import Path
+
+from tests.asr import words
+from tests.web.browser import SOUND_LEVEL, launch_chromium, open_page
+
+QUESTION = "Tell me a long story about a lighthouse keeper."
+PAUSE_S = 3.0
+"""Silence after the question in the looped file: the server's VAD ends the turn after 0.5 s
+of it, and the page mutes the microphone then, long before the question comes round again."""
+RATE = 48000
+
+MUTE_AT_END_OF_TURN = """() => new Promise((resolve, reject) => {
+  const started = performance.now();
+  const poll = () => {
+    const account = window.voicestreamHandsFree;
+    if ((account.events["input_audio_buffer.speech_stopped"] ?? 0) >= 1) {
+      document.getElementById("mute").click();
+      resolve(account.sentMs);
+    } else if (performance.now() - started > 120000) {
+      reject(new Error(`no end of turn; events: ${JSON.stringify(account.events)}`));
+    } else {
+      setTimeout(poll, 5);
+    }
+  };
+  poll();
+})"""
+ACCOUNT = "window.voicestreamHandsFree"
+
+
+def looped_question(path: Path) -> None:
+    """QUESTION spoken at 48 kHz (a microphone's rate), then PAUSE_S of silence, as a WAV."""
+    spoken = path.with_name("spoken.wav")
+    subprocess.run(
+        [sys.executable, "-m", "voicestream.cli", "say", QUESTION, "-o", str(spoken), "--sample-rate", str(RATE)],
+        check=True, timeout=180, capture_output=True,
+    )
+    with wave.open(str(spoken)) as source:
+        assert (source.getframerate(), source.getnchannels(), source.getsampwidth()) == (RATE, 1, 2)
+        frames = source.readframes(source.getnframes())
+    with wave.open(str(path), "wb") as looped:
+        looped.setnchannels(1)
+        looped.setsampwidth(2)
+        looped.setframerate(RATE)
+        looped.writeframes(frames + bytes(2 * int(PAUSE_S * RATE)))
+
+
+def test_handsfree_answer_is_heard_and_speaking_over_it_silences_it(
+    playwright, agent_url, long_winded_llm, tmp_path: Path
+):
+    question = tmp_path / "question.wav"
+    looped_question(question)
+    microphone = launch_chromium(
+        playwright,
+        "--use-fake-device-for-media-stream",
+        "--use-fake-ui-for-media-stream",
+        f"--use-file-for-fake-audio-capture={question}",
+    )
+    try:
+        opened = open_page(microphone, f"{agent_url}/")
+        page = opened.page
+        page.wait_for_selector("#voice option[value=af_heart]", state="attached")
+
+        page.click("#handsfree")
+        page.wait_for_function(f"{ACCOUNT}.state === 'listening'", timeout=30_000)
+        assert page.is_disabled("#talk")
+        sent_ms = page.evaluate(MUTE_AT_END_OF_TURN)
+        assert sent_ms > 1000, "the microphone's audio did not reach the agent"
+
+        # The answer: received, played by the page's player, loud enough to hear.
+        page.wait_for_function(
+            f"{ACCOUNT}.responses.length > 0 && {ACCOUNT}.responses[0].playedMs > 500", timeout=120_000
+        )
+        page.screenshot(path=tmp_path / "handsfree-speaking.png")
+        account = page.evaluate(ACCOUNT)
+        assert account["peak"] > SOUND_LEVEL and account["soundAt"] is not None
+        heard = page.inner_text(".turn[data-handsfree] .question")
+        assert {"lighthouse", "story", "keeper"} & set(words(heard)), heard
+        assert page.inner_text("article[data-mode=hands-free] .text").strip()
+
+        # Speaking over it: the question comes round again once the microphone is unmuted.
+        page.click("#mute")
+        page.wait_for_function(f"{ACCOUNT}.interruptions >= 1", timeout=60_000)
+        page.click("#mute")
+        first = page.evaluate(f"{ACCOUNT}.responses[0]")
+        (truncate, *_) = page.evaluate(f"{ACCOUNT}.truncates")
+        assert truncate["item_id"] == first["itemId"]
+        assert 500 <= truncate["audio_end_ms"] <= truncate["received_ms"], truncate
+        page.wait_for_function(f"{ACCOUNT}.responses[0].status !== null", timeout=30_000)
+        page.wait_for_function(f"({ACCOUNT}.events['conversation.item.truncated'] ?? 0) >= 1", timeout=30_000)
+        account = page.evaluate(ACCOUNT)
+        first = account["responses"][0]
+        assert first["status"] == "cancelled", first
+        assert first["deltasAfterCut"] == 0, "the agent sent audio of the answer after the user spoke"
+        assert account["playedAfterCut"] == 0, "audio of the cut answer played after the cut"
+        assert page.get_attribute("article[data-mode=hands-free]", "data-interrupted") == "true"
+        assert account["errors"] == [] and page.inner_text("#status") == ""
+
+        # Send, while Hands-free is on, asks in the same conversation over the same socket.
+        page.fill("#prompt", "Say hello.")
+        page.click("#send")
+        page.wait_for_function(
+            "[...document.querySelectorAll('.turn[data-handsfree] .question')].some(q => q.textContent === 'Say hello.')"
+        )
+        page.wait_for_function(
+            f"{ACCOUNT}.responses.length > 1 && {ACCOUNT}.responses.at(-1).receivedMs > 0", timeout=120_000
+        )
+        assert page.evaluate(f"{ACCOUNT}.errors") == []
+
+        page.click("#handsfree")
+        page.wait_for_function(f"{ACCOUNT}.state === 'off'")
+        assert not page.is_disabled("#talk")
+        realtime = [url for url in opened.requested if url.startswith("ws:")]
+        assert realtime == [f"{agent_url.replace('http:', 'ws:')}/v1/realtime"], opened.requested
+        assert opened.hosts() == {"127.0.0.1"}, opened.requested
+    finally:
+        microphone.close()

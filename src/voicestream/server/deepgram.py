@@ -40,7 +40,6 @@ from voicestream.protocol.deepgram import (
     parse_socket_message,
     parse_speak_query,
 )
-from voicestream.server.cartesia import LATENCY_SCHEDULE
 from voicestream.server.connection import (
     Connection,
     Transport,
@@ -51,6 +50,7 @@ from voicestream.server.http import audio_body, read_body, stream_response
 from voicestream.server.job import Listener
 from voicestream.server.requests import SpeechService
 from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice, start_job
+from voicestream.text import STREAMED
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class _Utterance:
         self.socket = socket
         self.speech = StreamedSpeech(
             socket.service, socket.voice, socket.output, socket.listener, ROUTE,
-            f"{socket.request_id}:{number}", LATENCY_SCHEDULE, BUFFER_DELAY_S,
+            f"{socket.request_id}:{number}", STREAMED, BUFFER_DELAY_S,
         )
         self.speaking = False
         self.task = asyncio.create_task(self._send(), name=f"deepgram-utterance-{number}")

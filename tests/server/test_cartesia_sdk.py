@@ -61,6 +61,19 @@ def test_websocket_contexts_share_one_socket_in_the_sdk_default_format(speech_se
     assert all(1.0 < s < 5.0 for s in seconds.values()), seconds
 
 
+def test_the_sdk_v2_websocket_helper_returns_a_whole_answer(speech_server: str) -> None:
+    """``tts.websocket()``, the SDK's v2-compatible helper: one request, its audio joined."""
+    with client(speech_server) as cartesia:
+        socket = cartesia.tts.websocket()
+        try:
+            output = socket.send(model_id="sonic-3", transcript="The older helper.", voice={"id": VOICE},
+                                 output_format=RAW, stream=False, add_timestamps=True)
+        finally:
+            socket.close()
+    assert 0.5 < len(output.audio) / 48000 < 4.0
+    assert output.word_timestamps["words"] == ["The", "older", "helper."]
+
+
 async def test_cancel_drops_a_context_at_once(speech_server: str) -> None:
     cancels = await metric(speech_server, CANCELS)
     async with (

@@ -46,13 +46,14 @@ class Response {
     this.receivedMs = 0; // audio received
     this.playedMs = 0; // audio played, from the player's position reports
     this.cut = false;
+    this.stalls = 0; // times the player ran dry while this answer's audio was still coming
     this.deltasAfterCut = 0; // audio deltas that arrived after the cut (none are played)
     this.textAt = []; // [chars of transcript, ms of audio received] at each transcript delta
   }
 
   account() {
-    const { id, itemId, status, receivedMs, playedMs, cut, deltasAfterCut } = this;
-    return { id, itemId, status, receivedMs, playedMs, cut, deltasAfterCut };
+    const { id, itemId, status, receivedMs, playedMs, cut, stalls, deltasAfterCut } = this;
+    return { id, itemId, status, receivedMs, playedMs, cut, stalls, deltasAfterCut };
   }
 }
 
@@ -67,6 +68,7 @@ class HandsFree {
     this.byItem = new Map(); // assistant item id -> Response
     this.questions = new Map(); // user item id -> the question's element
     this.queue = []; // [{ response, ms }] of audio pushed since the player's last clear, in order
+    this.playing = null; // the response whose audio the player is playing
     this.turn = null; // the latest turn's answers element
     this.stoppedAt = null; // when the server last heard the user stop
     this.account = {
@@ -86,6 +88,8 @@ class HandsFree {
     if (!this.player) {
       this.player = await PcmPlayer.create({ inputRate: RATE });
       this.player.on("position", ({ tag, seconds }) => this.played(tag, seconds));
+      this.player.on("tag", ({ tag }) => { this.playing = this.byItem.get(tag) ?? null; });
+      this.player.on("stall-start", () => this.stalled());
       await this.player.context.audioWorklet.addModule(new URL("./mic-worklet.js", import.meta.url));
     }
     await this.player.resume();
@@ -186,6 +190,13 @@ class HandsFree {
     const level = this.player.level();
     this.account.peak = Math.max(this.account.peak, level);
     if (level > SOUND_LEVEL && this.account.soundAt === null) this.account.soundAt = performance.now();
+  }
+
+  stalled() {
+    const response = this.playing;
+    if (!response || response.cut || response.status !== null) return; // its end, not a stall
+    response.stalls += 1;
+    response.view.figure("stalls", String(response.stalls));
   }
 
   /** The player's report of where it is in an answer's audio. */
@@ -296,6 +307,7 @@ class HandsFree {
     const ms = (bytes.length / 2 / RATE) * 1000;
     if (response.receivedMs === 0) {
       response.view.figure("ttfa", this.since(response));
+      response.view.figure("stalls", "0");
       ui.stop.disabled = false;
     }
     response.receivedMs += ms;

@@ -81,8 +81,9 @@ class Pipeline:
 
 
 @contextlib.asynccontextmanager
-async def running_pipeline(tts: Any) -> AsyncIterator[Pipeline]:
-    """``tts`` in a pipeline at 24 kHz, ended (EndFrame) when the block ends."""
+async def running_pipeline(tts: Any, sink: Any = None) -> AsyncIterator[Pipeline]:
+    """``tts`` in a pipeline at 24 kHz, ended (EndFrame) when the block ends; ``sink`` (a
+    frame processor) instead of the one that fills ``turns``."""
     from pipecat.frames.frames import EndFrame
     from pipecat.pipeline.pipeline import Pipeline as PipecatPipeline
     from pipecat.pipeline.task import PipelineParams
@@ -90,7 +91,7 @@ async def running_pipeline(tts: Any) -> AsyncIterator[Pipeline]:
     from pipecat.workers.runner import WorkerRunner
 
     turns = Turns()
-    task = PipelineWorker(PipecatPipeline([tts, pipecat_sink(turns)]), params=PipelineParams(audio_out_sample_rate=24000))
+    task = PipelineWorker(PipecatPipeline([tts, sink or pipecat_sink(turns)]), params=PipelineParams(audio_out_sample_rate=24000))
     pipecat_runner = WorkerRunner(handle_sigint=False)
     await pipecat_runner.add_workers(task)
     runner = asyncio.create_task(pipecat_runner.run())

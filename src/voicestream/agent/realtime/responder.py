@@ -23,10 +23,10 @@ from typing import Any
 
 from strands.types.content import Messages
 
-from voicestream.agent.conversation import BYTES_PER_SECOND, SpokenPiece, Turn, heard_text
+from voicestream.agent.conversation import BYTES_PER_SECOND, Turn, heard_text
 from voicestream.agent.realtime.codecs import OutputEncoder
 from voicestream.agent.runtime import AnswerLimits, run
-from voicestream.protocol import AgentRequest, WordTiming
+from voicestream.protocol import AgentRequest
 from voicestream.protocol.realtime import (
     AudioFormat,
     ContentPart,
@@ -81,43 +81,30 @@ class AnswerSetup:
 
 
 class _Transcript:
-    """The answer's transcript, released as its audio goes out."""
+    """The answer's transcript, released as its audio goes out: the words of the answer's
+    spoken pieces (the `Turn` the runtime fills, with the speech server's word times) whose
+    audio has been sent."""
 
-    def __init__(self) -> None:
-        self.texts: dict[int, str] = {}
-        self.words: dict[int, list[WordTiming]] = {}
-        self.sent_s: dict[int, float] = {}
-        self.released: dict[int, str] = {}
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
+        self.released = ""
 
-    def full(self) -> str:
-        return " ".join(self.texts[i].strip() for i in sorted(self.texts) if self.texts[i].strip())
-
-    def released_text(self) -> str:
-        return " ".join(t for _, t in sorted(self.released.items()) if t)
-
-    def advance(self, sentence: int, seconds: float) -> str:
-        """Audio of `sentence` went out: the transcript text that it releases."""
-        self.sent_s[sentence] = self.sent_s.get(sentence, 0.0) + seconds
-        delta = "".join(self._release(i, whole=True) for i in sorted(self.texts) if i < sentence)
-        return delta + self._release(sentence, whole=False)
+    def advance(self, sent_s: float) -> str:
+        """`sent_s` seconds of audio have gone out: the text this releases."""
+        return self._release(heard_text(self.turn.pieces, sent_s))
 
     def rest(self) -> str:
-        return "".join(self._release(i, whole=True) for i in sorted(self.texts))
+        """The answer is complete: the text not yet released."""
+        return self._release(self.full())
 
-    def _release(self, sentence: int, whole: bool) -> str:
-        text = self.texts.get(sentence, "").strip()
-        if whole:
-            now = text
-        else:
-            words = self.words.get(sentence, [])
-            piece = SpokenPiece(text, float("inf"), tuple(w for w in words) or None)  # type: ignore[arg-type]
-            now = heard_text([piece], self.sent_s.get(sentence, 0.0)) if words else ""
-        before = self.released.get(sentence, "")
-        if len(now) <= len(before):
+    def full(self) -> str:
+        return " ".join(piece.text.strip() for piece in self.turn.pieces if piece.text.strip())
+
+    def _release(self, text: str) -> str:
+        if len(text) <= len(self.released) or not text.startswith(self.released):
             return ""
-        first = not before and any(self.released.get(i) for i in self.released if i < sentence)
-        self.released[sentence] = now
-        return (" " if first else "") + now[len(before) :]
+        delta, self.released = text[len(self.released) :], text
+        return delta
 
 
 class Response:
@@ -153,7 +140,7 @@ class Response:
         self.turn = turn
         self._on_end = on_end
         self._encoder = OutputEncoder(output_format.type)
-        self._transcript = _Transcript()
+        self._transcript = _Transcript(turn)
         self.audio_s = 0.0
         self.first_audio_at: float | None = None
         self.muted = False
@@ -254,23 +241,16 @@ class Response:
             )
 
     async def _translate(self, event: dict[str, Any]) -> None:
-        kind = event["type"]
-        if kind == "sentence":
-            self._transcript.texts[event["index"]] = event["text"]
-        elif kind == "word_timestamps":
-            words = [WordTiming.model_validate(w) for w in event["words"]]
-            self._transcript.words.setdefault(event["sentence"], []).extend(words)
-        elif kind == "audio_chunk":
-            seconds = _decoded_length(event["data"]) / BYTES_PER_SECOND
-            await self._delta(
-                OutputAudioDelta(delta=self._encoder.encode(event["data"]), **self._part())
-            )
-            if self.first_audio_at is None:
-                self.first_audio_at = time.monotonic()
-            self.audio_s += seconds
-            text = self._transcript.advance(event["sentence"], seconds)
-            if text:
-                await self._delta(TranscriptDelta(delta=text, **self._part()))
+        if event["type"] != "audio_chunk":
+            return
+        audio = self._encoder.encode(event["data"])
+        await self._delta(OutputAudioDelta(delta=audio, **self._part()))
+        if self.first_audio_at is None:
+            self.first_audio_at = time.monotonic()
+        self.audio_s += _decoded_length(event["data"]) / BYTES_PER_SECOND
+        text = self._transcript.advance(self.audio_s)
+        if text:
+            await self._delta(TranscriptDelta(delta=text, **self._part()))
 
     async def _delta(self, event: ServerEvent) -> None:
         if not self.muted:
@@ -287,9 +267,7 @@ class Response:
             rest = self._transcript.rest()
             if rest:
                 await self._send(TranscriptDelta(delta=rest, **self._part()), None)
-        transcript = (
-            self._transcript.released_text() if status != "completed" else self._transcript.full()
-        )
+        transcript = self._transcript.full() if status == "completed" else self._transcript.released
         self.item = self.item.model_copy(
             update={
                 "status": "completed" if status == "completed" else "incomplete",

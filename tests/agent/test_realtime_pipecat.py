@@ -21,7 +21,12 @@ class Answer:
         self.ended = asyncio.Event()
 
     def sink(self) -> Any:
-        from pipecat.frames.frames import ErrorFrame, LLMFullResponseEndFrame, TTSAudioRawFrame, TTSTextFrame
+        from pipecat.frames.frames import (
+            ErrorFrame,
+            LLMFullResponseEndFrame,
+            TTSAudioRawFrame,
+            TTSTextFrame,
+        )
         from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
         answer = self
@@ -45,7 +50,11 @@ class Answer:
 async def test_pipecat_realtime_service_speaks_an_answer(speech_server):
     from pipecat.frames.frames import LLMContextFrame
     from pipecat.processors.aggregators.llm_context import LLMContext
-    from pipecat.services.openai.realtime.events import AudioConfiguration, AudioInput, SessionProperties
+    from pipecat.services.openai.realtime.events import (
+        AudioConfiguration,
+        AudioInput,
+        SessionProperties,
+    )
     from pipecat.services.openai.realtime.llm import OpenAIRealtimeLLMService
 
     with echo_agent(speech_server) as (url, llm):

@@ -37,6 +37,7 @@ MUTE_AT_END_OF_TURN = """() => new Promise((resolve, reject) => {
   poll();
 })"""
 ACCOUNT = "window.voicestreamHandsFree"
+KEY = "handsfree-key-1"
 
 
 def looped_question(path: Path) -> None:
@@ -124,5 +125,35 @@ def test_handsfree_answer_is_heard_and_speaking_over_it_silences_it(
         realtime = [url for url in opened.requested if url.startswith("ws:")]
         assert realtime == [f"{agent_url.replace('http:', 'ws:')}/v1/realtime"], opened.requested
         assert opened.hosts() == {"127.0.0.1"}, opened.requested
+    finally:
+        microphone.close()
+
+
+def test_handsfree_offers_the_pages_key_as_a_subprotocol_never_in_the_url(
+    playwright, speech_server, local_llm, tmp_path: Path
+):
+    """An agent with a key: the page with `#key=` opens /v1/realtime (the key offered as the
+    subprotocol `voicestream.key.KEY`, as on the pages' other sockets); without it the
+    handshake is refused and the page says so."""
+    from voicestream.agent.app import AgentSettings, create_app, running_agent
+
+    app = create_app(AgentSettings(speech_url=speech_server, api_key=KEY), llm=local_llm)
+    microphone = launch_chromium(playwright, "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream")
+    try:
+        with running_agent(app) as url:
+            keyed = open_page(microphone, f"{url}/#key={KEY}")
+            keyed.page.click("#handsfree")
+            keyed.page.wait_for_function(f"({ACCOUNT}.events['session.created'] ?? 0) === 1", timeout=30_000)
+            keyed.page.wait_for_function(f"{ACCOUNT}.sentChunks > 0", timeout=30_000)
+            assert keyed.page.inner_text("#status") == ""
+            keyed.page.click("#handsfree")
+            assert [u for u in keyed.requested if u.startswith("ws:")] == [f"{url.replace('http:', 'ws:')}/v1/realtime"]
+            assert not [u for u in keyed.requested if KEY in u.split("#", 1)[0]], keyed.requested
+
+            keyless = open_page(microphone, f"{url}/")
+            keyless.page.click("#handsfree")
+            keyless.page.wait_for_function(f"{ACCOUNT}.state === 'off'", timeout=30_000)
+            assert "hands-free: the realtime session could not be opened" in keyless.page.inner_text("#status")
+            assert keyless.page.evaluate(f"{ACCOUNT}.events") == {}
     finally:
         microphone.close()

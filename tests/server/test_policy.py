@@ -3,6 +3,8 @@ left after a part, what is stale. No threads, no model: the pace is a fixed tabl
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from voicestream.server.pace import PaceTable
@@ -112,10 +114,16 @@ def test_three_long_answers_beyond_the_cores_degrade_alike() -> None:
     assert [start.request for start in again.starts] == [1, 2]
 
 
-def test_only_a_listeners_earliest_request_renders() -> None:
-    """A session's later requests wait until its earlier one is rendered (the wire keeps their order)."""
-    requests = [RequestView(0, 1, phonemes=30, planned=True), RequestView(1, 1, phonemes=30)]
-    assert decide(snapshot([ListenerView(1, 1.0)], requests)).starts == (Start(0, URGENT, False),)
+def test_a_listeners_next_request_renders_ahead_unless_its_current_one_waits_for_the_cores() -> None:
+    """Request 1 of the session renders ahead on a yielding worker, windowed (so that it can
+    move up once it is needed), beside request 0 or after it has a worker; not while request
+    0 waits for an urgent worker, and never a third."""
+    listener = [ListenerView(1, 1.0)]
+    requests = [RequestView(0, 1, phonemes=30, planned=True), RequestView(1, 1, phonemes=30), RequestView(2, 1, phonemes=9)]
+    assert decide(snapshot(listener, requests)).starts == (Start(0, URGENT, False), Start(1, YIELDING, True))
+    assert decide(snapshot(listener, requests, urgent_free=0)).starts == (Start(0, YIELDING, True),)  # none ahead
+    running = [replace(requests[0], running=URGENT), *requests[1:]]
+    assert decide(snapshot(listener, running, urgent_free=0)).starts == (Start(1, YIELDING, True),)
 
 
 def test_the_byte_budgets_hold_a_listener_back() -> None:
@@ -138,9 +146,9 @@ def test_a_request_waiting_past_stale_after_is_stale_unless_a_piece_was_taken() 
     requests = [
         RequestView(0, 1, phonemes=30, waited_s=6.0),  # due, unplanned, too long: stale
         RequestView(1, 2, phonemes=30, waited_s=6.0, planned=True),  # speaking already
-        RequestView(2, 2, phonemes=30, waited_s=60.0),  # behind request 1: not due
+        RequestView(2, 2, phonemes=30, waited_s=60.0),  # behind request 1: not due (it renders ahead)
         RequestView(3, 3, phonemes=30, waited_s=6.0),  # parked by its budget: stale all the same
     ]
     decisions = decide(snapshot(listeners, requests, budgets=budgets))
     assert decisions.stale == {0, 3}
-    assert [start.request for start in decisions.starts] == [1]
+    assert [start.request for start in decisions.starts] == [1, 2]

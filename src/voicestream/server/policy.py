@@ -17,9 +17,11 @@ model): the scheduler takes the snapshot, calls `decide` and applies the `Decisi
 - A windowed run is left after its current part (the rest placed again) when its listener
   now has slack in hand and another listener is urgent, when an urgent listener with less
   slack waits for its worker, or, yielding, when an urgent worker is free for it.
-- A listener renders only while it holds less than its share of the byte budget (or holds
-  nothing); only its earliest request not rendered to the end is considered, and that one
-  is stale once it has waited past ``stale_after_s`` with no piece taken.
+- A listener's earliest request not rendered to the end is the one it needs; the request
+  after it renders ahead on a free yielding worker, windowed (so that it can move up), unless
+  that one waits for an urgent worker. A listener renders only while it holds less than its
+  share of the byte budget (or holds nothing); its earliest request is stale once it has
+  waited past ``stale_after_s`` with no piece taken.
 """
 
 from __future__ import annotations
@@ -162,8 +164,10 @@ def decide(snapshot: Snapshot) -> Decisions:
     """The starts, leaves and stale requests for this snapshot (see the module docstring)."""
     listeners = {listener.key: listener for listener in snapshot.listeners}
     heads: dict[int, RequestView] = {}
+    ahead: dict[int, RequestView] = {}
     for request in snapshot.requests:
-        heads.setdefault(request.listener, request)
+        if heads.setdefault(request.listener, request) is not request:
+            ahead.setdefault(request.listener, request)
     stale = frozenset(
         request.key for request in heads.values()
         if request.running is None and not request.planned and request.waited_s > snapshot.budgets.stale_after_s
@@ -198,6 +202,12 @@ def decide(snapshot: Snapshot) -> Decisions:
             leave.add(victims.pop(0).request.key)  # its worker is this waiter's at its next part
         elif free[Lane.YIELDING] and snapshot.can_window:
             starts.append(Start(waiter.request.key, Lane.YIELDING, True))  # moved up at a part later
+            free[Lane.YIELDING] -= 1
+    held_up = {n.request.listener for n in blocked}
+    for request in ahead.values():
+        listener = listeners[request.listener]
+        if request.running is None and free[Lane.YIELDING] and request.listener not in held_up and within_budget(listener):
+            starts.append(Start(request.key, Lane.YIELDING, snapshot.can_window))  # moved up at a part if needed
             free[Lane.YIELDING] -= 1
     others_urgent = sum(n.lane is Lane.URGENT for n in needs)
     for run in running:

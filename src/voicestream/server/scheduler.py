@@ -10,9 +10,9 @@ silent. A listener with slack in hand yields: one thread at nice +10, the piece 
 slack goes first; of listeners that run dry whatever renders, the least audio left, then the
 shortest render. A windowed piece is left after a part when the policy places its rest
 elsewhere (its listener now has slack in hand beside an urgent one, an urgent one with less
-slack waits, or an urgent worker is free for a yielding one). Each listener renders its
-earliest request not rendered to the end, piece by piece (the session keeps the wire order;
-later requests render once it is rendered, while its audio plays).
+slack waits, or an urgent worker is free for a yielding one). A listener's next request
+renders ahead on a yielding worker, windowed, while its current one does not wait for an
+urgent worker (the session keeps the wire order).
 
 Who owns what: the event loop owns the jobs, the listeners and every count below, takes a
 frozen `Snapshot` for the policy and hands each start to an idle worker as a frozen
@@ -125,8 +125,8 @@ class _Order:
     windowed: bool
     """A new piece is vocoded window by window (the rest of a left piece always is)."""
     silent: bool
-    """The listener hears nothing now: its plan cuts the first clause, and an urgent run
-    pauses background work (the local LLM) while it renders."""
+    """The listener hears nothing now and waits for this request: its plan cuts the first
+    clause, and an urgent run pauses background work (the local LLM) while it renders."""
     leave: threading.Event = field(default_factory=threading.Event)
     """Set by the loop: leave the windowed piece after the current part (the policy placed
     its rest elsewhere, or the request ended)."""
@@ -303,8 +303,8 @@ class SynthesisScheduler:
                 ListenerView(key, listener.left_to_play(), listener.held_bytes) for key, listener in listeners.items()
             ),
             requests=tuple(self._view(job, now) for job in self._jobs if not job.rendered_all),
-            urgent_free=len(self._idle[Lane.URGENT]),
-            yielding_free=len(self._idle[Lane.YIELDING]),
+            urgent_free=sum(not waiter.done() for waiter in self._idle[Lane.URGENT]),
+            yielding_free=sum(not waiter.done() for waiter in self._idle[Lane.YIELDING]),
             pace=self.pace.table(),
             many_threads=self.engine.max_threads,
             can_window=self.engine.can_window,
@@ -330,18 +330,26 @@ class SynthesisScheduler:
                 running.order.leave.set()
         decisions = decide(self._snapshot())
         jobs = {job.seq: job for job in self._jobs}
+        heads: dict[int, SynthesisJob] = {}
+        for job in self._jobs:
+            if not job.rendered_all:
+                heads.setdefault(id(job.listener), job)
         for key in decisions.stale:
             jobs[key].fail(self._stale(time.monotonic() - jobs[key].due_since))
         for key in decisions.leave:
             self._running[jobs[key]].order.leave.set()
         for start in decisions.starts:
             job = jobs[start.request]
-            order = _Order(job, start.lane, start.windowed, job.listener.silent)
+            silent = job.listener.silent and heads[id(job.listener)] is job  # one rendering ahead is heard later
+            order = _Order(job, start.lane, start.windowed, silent)
             leavable = job.unfinished is not None or start.windowed
             self._running[job] = _Running(order, _next_phonemes(job), leavable)
             job.rendering = True
             self.rendering += 1
-            self._idle[start.lane].popleft().set_result(order)
+            waiter = self._idle[start.lane].popleft()
+            while waiter.done():  # a worker cancelled while idle, not yet out of the queue
+                waiter = self._idle[start.lane].popleft()
+            waiter.set_result(order)
 
     # --- reaping --------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import aiohttp
 import httpx
 import pytest
+from tests.server.livekit_harness import stream_then_synthesize
 from tests.server.pipecat_harness import Turns as _Turns  # noqa: F401 - test_deepgram imports it from here
 from tests.server.pipecat_harness import pipecat_sink as _pipecat_sink  # noqa: F401 - likewise
 from tests.server.pipecat_harness import running_pipeline
@@ -86,27 +87,7 @@ async def test_livekit_stream_speaks_before_the_input_ends_and_synthesize_uses_b
     base_url = make_speech_server()
     async with aiohttp.ClientSession() as session:
         tts = cartesia.TTS(api_key="unused", base_url=base_url, voice=VOICE, http_session=session)
-        stream = tts.stream()
-        answer = "The first sentence arrives token by token. Then a second one follows it. The end."
-        tokens = answer.replace(" ", " \0").split("\0")
-        first, rest = tokens[: len(tokens) * 2 // 3], tokens[len(tokens) * 2 // 3 :]
-        for token in first:
-            stream.push_text(token)
-        events = aiohttp_events = stream.__aiter__()
-        heard = await asyncio.wait_for(events.__anext__(), 120)  # the input is still open
-        assert heard.frame.samples_per_channel > 0
-        for token in rest:
-            stream.push_text(token)
-        stream.end_input()
-        seconds = heard.frame.duration + sum([event.frame.duration async for event in aiohttp_events])
-        await stream.aclose()
-        assert seconds > 2.0
-
-        requests = await metric(base_url, REQUESTS)
-        frames = [event.frame async for event in tts.synthesize("One whole text, through the bytes route.")]
-        assert sum(frame.duration for frame in frames) > 1.0
-        assert await metric(base_url, REQUESTS) == requests + 1
-        await tts.aclose()
+        await stream_then_synthesize(tts, base_url, REQUESTS, "One whole text, through the bytes route.")
 
 
 @pytest.mark.parametrize("response_format", ["mp3", "wav", "pcm"])

@@ -60,11 +60,9 @@ from voicestream.protocol.cartesia import (
     parse_generation,
 )
 from voicestream.server.connection import (
-    Connection,
-    Transport,
+    ContextSocket,
     WebSocketTransport,
     busy,
-    release_contexts,
 )
 from voicestream.server.http import audio_body, error_response, read_body, stream_response
 from voicestream.server.job import Listener
@@ -77,8 +75,6 @@ log = logging.getLogger(__name__)
 ROUTE = "cartesia"
 LATENCY_SCHEDULE = STREAMED
 """A streamed context's chunks: the server's one schedule of streamed text."""
-MAX_QUEUED_MESSAGES = 16
-"""Answers waiting for the socket beyond which a context waits before sending more."""
 
 
 def _voice(request: CartesiaGeneration) -> Voice:
@@ -187,34 +183,16 @@ class _Context:
         self.spoken_s += stream.job.audio_seconds
 
 
-class CartesiaSocket(Connection):
+class CartesiaSocket(ContextSocket[_Context]):
     """``WS /tts/websocket``: many contexts at once, each answered as its audio renders."""
 
     kind = "Cartesia socket"
-
-    def __init__(self, transport: Transport, service: SpeechService, listener: Listener) -> None:
-        super().__init__(transport, service, listener)
-        self.contexts: dict[str, _Context] = {}
-
-    @property
-    def has_unsent(self) -> bool:
-        return any(context.has_unsent for context in self.contexts.values())
 
     @classmethod
     def fault_frame(cls, fault: SpeechFault) -> str:
         return CartesiaError(
             context_id=fault.request_id, status_code=fault.http_status, code=fault.code.value, error=fault.message,
         ).to_json()
-
-    async def emit(self, answer: CartesiaAnswer) -> None:
-        """Queue an answer; wait while the socket is behind (until the send timeout closes a
-        client that does not read)."""
-        self.queue(answer.to_json())
-        await self.wait_for_room(MAX_QUEUED_MESSAGES)
-
-    async def release(self) -> None:
-        await release_contexts(list(self.contexts.values()))
-        self.contexts.clear()
 
     async def handle(self, payload: str | bytes) -> None:
         """One client message: a cancel, or text for a context (opened by its first message)."""

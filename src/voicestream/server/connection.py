@@ -431,6 +431,41 @@ class SpeakingContext(Protocol):
     @property
     def task(self) -> asyncio.Task[None]: ...
 
+    @property
+    def has_unsent(self) -> bool: ...
+
+
+class _JsonAnswer(Protocol):
+    def to_json(self) -> str: ...
+
+
+MAX_QUEUED_ANSWERS = 16
+"""A context socket's answers waiting to be sent beyond which a context waits before sending more."""
+
+
+class ContextSocket[C: SpeakingContext](Connection):
+    """A connection of contexts by id (Cartesia's socket, ElevenLabs'), each answered as its
+    audio renders by a task of its own; the face opens, feeds and ends them."""
+
+    def __init__(self, transport: Transport, service: SpeechService, listener: Listener) -> None:
+        super().__init__(transport, service, listener)
+        self.contexts: dict[str, C] = {}
+
+    @property
+    def has_unsent(self) -> bool:
+        return any(context.has_unsent for context in self.contexts.values())
+
+    async def emit(self, answer: _JsonAnswer) -> None:
+        """Queue an answer; wait while the socket is behind (until the send timeout closes a
+        client that does not read)."""
+        self.queue(answer.to_json())
+        await self.wait_for_room(MAX_QUEUED_ANSWERS)
+
+    async def release(self) -> None:
+        contexts = list(self.contexts.values())
+        self.contexts.clear()
+        await release_contexts(contexts)
+
 
 async def release_contexts(contexts: Sequence[SpeakingContext]) -> None:
     """Cancel each context's speech and sending task and wait for the tasks to end (a face's

@@ -54,25 +54,22 @@ from voicestream.protocol.elevenlabs import (
     parse_socket_message,
     spoken_language,
 )
-from voicestream.server.cartesia import LATENCY_SCHEDULE
 from voicestream.server.connection import (
     POLICY,
-    Connection,
+    ContextSocket,
     WebSocketTransport,
     busy,
-    release_contexts,
 )
 from voicestream.server.job import Listener, RenderedChunk
 from voicestream.server.requests import AudioStream, SpeechService
 from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice
+from voicestream.text import STREAMED
 
 log = logging.getLogger(__name__)
 
 ROUTE = "elevenlabs"
 UNDECIDED_DELAY_S = 1.0
 """Without ``auto_mode``: how long text the chunker cannot cut yet waits for more, or a flush."""
-MAX_QUEUED_MESSAGES = 16
-"""Answers waiting for the socket beyond which a context waits before sending more."""
 SINGLE = ""
 """The one context of ``stream-input`` (its answers carry no ``contextId``)."""
 
@@ -136,7 +133,7 @@ class _Context:
         self.answer_id = context_id if options.multi else None
         self.speech = StreamedSpeech(
             socket.service, options.voice_at(speed), options.audio(), socket.listener, ROUTE, context_id or ROUTE,
-            LATENCY_SCHEDULE, 0 if options.auto_mode else UNDECIDED_DELAY_S,
+            STREAMED, 0 if options.auto_mode else UNDECIDED_DELAY_S,
         )
         self.end_flushed = False
         """The last message was a flush without text: a ``close_context`` now ends the answer."""
@@ -210,7 +207,7 @@ class _Context:
                 start_s += chunk.seconds
 
 
-class ElevenLabsSocket(Connection):
+class ElevenLabsSocket(ContextSocket[_Context]):
     """Either ElevenLabs socket (``options.multi``): contexts answered as their audio renders."""
 
     kind = "ElevenLabs socket"
@@ -218,27 +215,12 @@ class ElevenLabsSocket(Connection):
     def __init__(self, transport: _Transport, service: SpeechService, listener: Listener) -> None:
         super().__init__(transport, service, listener)
         self.options = transport.options
-        self.contexts: dict[str, _Context] = {}
         self.input_ended = False
         """``stream-input``: the end of the input was sent."""
-
-    @property
-    def has_unsent(self) -> bool:
-        return any(context.has_unsent for context in self.contexts.values())
 
     @classmethod
     def fault_frame(cls, fault: SpeechFault) -> str:
         return ErrorAnswer(context_id=fault.request_id, error=fault.code.value, message=fault.message).to_json()
-
-    async def emit(self, answer: AudioAnswer | FinalAnswer) -> None:
-        """Queue an answer; wait while the socket is behind (until the send timeout closes a
-        client that does not read)."""
-        self.queue(answer.to_json())
-        await self.wait_for_room(MAX_QUEUED_MESSAGES)
-
-    async def release(self) -> None:
-        await release_contexts(list(self.contexts.values()))
-        self.contexts.clear()
 
     async def handle(self, payload: str | bytes) -> None:
         context_id: str | None = None

@@ -1,0 +1,165 @@
+"""The Realtime socket, message by message (a plain WebSocket client, the real agent and
+speech server, an echo LLM): the access policy, AgentCore's `/ws` keyed by its session
+header, telephony audio, and what is not supported answered with an `error` on an open
+socket."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from tests.agent.realtime_checks import checked, echo_agent
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import InvalidStatus
+
+from voicestream.audio import mulaw_to_float
+from voicestream.protocol import SESSION_HEADER, new_session_id
+
+KEY = "realtime-test-key"
+
+
+@pytest.fixture(scope="module")
+def agent(speech_server: str) -> Iterator[tuple[str, Any]]:
+    with echo_agent(speech_server, api_key=KEY) as running:
+        yield running
+
+
+async def send(ws: ClientConnection, **event: Any) -> None:
+    await ws.send(json.dumps(event))
+
+
+async def until(ws: ClientConnection, last: str) -> list[dict[str, Any]]:
+    events = []
+    async with asyncio.timeout(120):
+        while (event := checked(json.loads(await ws.recv())))["type"] != last:
+            events.append(event)
+    return [*events, event]
+
+
+async def ask(ws: ClientConnection, text: str) -> list[dict[str, Any]]:
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+    await send(ws, type="conversation.item.create", item=item)
+    await send(ws, type="response.create")
+    return await until(ws, "response.done")
+
+
+def text(content: str | list[dict[str, Any]]) -> str:
+    return content if isinstance(content, str) else "".join(part["text"] for part in content)
+
+
+async def test_the_socket_takes_a_key_as_a_header_or_subprotocol_and_never_in_the_url(agent):
+    url, _ = agent
+    for refused in (
+        {},
+        {"uri": f"{url}/v1/realtime?key={KEY}"},
+        {
+            "additional_headers": {"Authorization": f"Bearer {KEY}"},
+            "origin": "http://evil.example.test",
+        },
+    ):
+        with pytest.raises(InvalidStatus):
+            await connect(refused.pop("uri", f"{url}/v1/realtime"), **refused)
+    subprotocols = ["voicestream", f"voicestream.key.{KEY}"]
+    async with connect(f"{url}/v1/realtime?model=anything", subprotocols=subprotocols) as ws:  # type: ignore[arg-type]
+        assert ws.subprotocol == "voicestream"
+        assert (await until(ws, "session.created"))[-1]["session"]["type"] == "realtime"
+
+
+async def test_unsupported_requests_get_an_error_and_the_socket_stays_open(agent):
+    url, _ = agent
+    headers = {"Authorization": f"Bearer {KEY}"}
+    async with connect(f"{url}/v1/realtime", additional_headers=headers) as ws:
+        await until(ws, "session.created")
+        tool = {"type": "function", "name": "weather", "parameters": {"type": "object"}}
+        image = {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_image", "image_url": "data:,"}],
+        }
+        for event, param in (
+            (
+                {"type": "session.update", "session": {"type": "realtime", "tools": [tool]}},
+                "session.tools",
+            ),
+            ({"type": "conversation.item.create", "item": image}, "item.content"),
+            (
+                {
+                    "type": "conversation.item.create",
+                    "item": {"type": "function_call", "name": "f"},
+                },
+                "item.type",
+            ),
+            ({"type": "conversation.item.retrieve", "item_id": "x"}, "type"),
+            (
+                {
+                    "type": "session.update",
+                    "session": {
+                        "type": "realtime",
+                        "audio": {"input": {"turn_detection": {"type": "semantic_vad"}}},
+                    },
+                },
+                "session.audio.input.turn_detection",
+            ),
+        ):
+            await send(ws, event_id="client-1", **event)
+            error = (await until(ws, "error"))[-1]["error"]
+            assert (error["code"], error["param"], error["event_id"]) == (
+                "unsupported",
+                param,
+                "client-1",
+            )
+        await send(ws, type="no.such.event")
+        assert (await until(ws, "error"))[-1]["error"]["code"] == "invalid_event_type"
+        await send(
+            ws,
+            type="conversation.item.truncate",
+            item_id="item_nope",
+            content_index=0,
+            audio_end_ms=10,
+        )
+        assert (await until(ws, "error"))[-1]["error"]["code"] == "item_not_found"
+        await send(
+            ws, type="session.update", session={"type": "realtime", "instructions": "Be brief."}
+        )
+        assert (await until(ws, "session.updated"))[-1]["session"]["instructions"] == "Be brief."
+
+
+async def test_agentcore_ws_keys_the_conversation_and_speaks_telephony_audio(agent):
+    url, llm = agent
+    headers = {"Authorization": f"Bearer {KEY}", SESSION_HEADER: new_session_id()}
+    async with connect(f"{url}/ws", additional_headers=headers) as ws:
+        await until(ws, "session.created")
+        await ask(ws, "My name is Ada")
+    async with connect(f"{url}/ws", additional_headers=headers) as ws:
+        await until(ws, "session.created")
+        await send(
+            ws,
+            type="session.update",
+            session={
+                "type": "realtime",
+                "audio": {"output": {"format": {"type": "audio/pcmu"}, "voice": "marin"}},
+            },
+        )
+        assert (await until(ws, "session.updated"))[-1]["session"]["audio"]["output"]["format"] == {
+            "type": "audio/pcmu"
+        }
+        events = await ask(ws, "What is my name")
+    said = [text(m["content"]) for m in llm.requests[-1]["messages"] if m["role"] != "system"]
+    assert said[0] == "My name is Ada" and said[-1] == "What is my name"
+    done = events[-1]["response"]
+    assert done["status"] == "completed"
+    assert (
+        done["output"][0]["content"][0]["transcript"]
+        == "You said: What is my name. I was sent 3 messages."
+    )
+    mulaw = b"".join(
+        base64.b64decode(e["delta"]) for e in events if e["type"] == "response.output_audio.delta"
+    )
+    seconds = len(mulaw) / 8000
+    assert 1.0 < seconds < 10.0, "G.711 at 8 kHz: one byte a sample"
+    assert float(np.sqrt(np.mean(mulaw_to_float(mulaw) ** 2))) > 0.01, "speech, not silence"

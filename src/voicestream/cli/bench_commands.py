@@ -188,6 +188,36 @@ def bench_e2e(
     publish(report.to_report(), json_file, plot_file)
 
 
+@bench_app.command("voice")
+def bench_voice(
+    questions: Annotated[int, typer.Option("--questions", min=1, max=5, help="Spoken questions answered.")] = 5,
+    barge_ins: Annotated[
+        int, typer.Option("--barge-ins", min=0, max=4, help="Answers spoken over by the next question.")
+    ] = 3,
+    silence_ms: Annotated[
+        int, typer.Option("--silence-ms", min=0, help="The server VAD's silence_duration_ms (ends a turn).")
+    ] = 500,
+    wer: Annotated[bool, typer.Option("--wer/--no-wer", help="Score the spoken answers with Whisper tiny.en.")] = True,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Cap on each answer's tokens.")] = 60,
+    model_dir: ModelDir = None,
+    json_file: JsonFile = None,
+    plot_file: PlotFile = None,
+) -> None:
+    """Spoken questions streamed in real time into the agent's /v1/realtime (server VAD, local LLM):
+    voice to voice and its stages (p50/p95), barge-in reaction, the answers' WER."""
+    from voicestream.bench.e2e import whisper_transcriber
+    from voicestream.bench.report import publish
+    from voicestream.bench.voice import INTERRUPTIONS, QUESTIONS, measure_voice
+
+    engine = load_engine(model_dir)
+    with whisper_transcriber() if wer else contextlib.nullcontext() as transcribe:
+        report = measure_voice(
+            engine, QUESTIONS[:questions], INTERRUPTIONS[:barge_ins], transcribe=transcribe,
+            max_tokens=max_tokens, silence_ms=silence_ms,
+        )
+    publish(report.to_report(), json_file, plot_file)
+
+
 @bench_app.command("page")
 def bench_page(
     trials: Trials = 5,

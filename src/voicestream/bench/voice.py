@@ -1,0 +1,666 @@
+"""``voicestream bench voice``: the agent as a caller's voice hears it, over the Realtime API.
+
+A real speech server and the agent with the local LLM (SmolLM2, seeded as in ``bench e2e``)
+run on 127.0.0.1. Spoken questions, made by the engine in a voice other than the answers',
+stream into ``WS /v1/realtime`` as a microphone sends them: 20 ms of pcm16 at 24 kHz at a
+time, paced by the wall clock, silence between them; the server's VAD ends each turn and
+answers it (``server_vad`` with ``create_response`` and ``interrupt_response``). One session
+holds the whole conversation. Every event is stamped as it is received; the numbers come
+from those stamps and from the moments the input's speech ends or starts, which are known
+exactly (the questions are trimmed to their speech).
+
+1. **Voice to voice**, per question: the question's speech ends → the first
+   ``response.output_audio.delta`` received, and its marks on the way: the server's VAD ends
+   the turn (``input_audio_buffer.speech_stopped``), Whisper has heard it
+   (``conversation.item.input_audio_transcription.completed``), the response begins
+   (``response.created``), the LLM's first token. The server sends no event for that token:
+   it is timed in this process around the agent's model (:class:`FirstTokens`).
+2. **Barge-in**: while an answer plays, the next question is spoken over it; from the start of
+   that speech to the last audio delta of the interrupted answer received (goal: 300 ms at
+   most), and whether its ``response.done`` says ``cancelled``.
+3. **WER** of each answer: Whisper tiny.en on the answer's audio against its transcript
+   (``response.output_audio_transcript.done``), both normalized as in ``bench e2e``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import statistics
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from voicestream.audio import float_to_pcm16
+from voicestream.bench.e2e import ANSWER_TIMEOUT_S, LLM_SEED, Transcriber
+from voicestream.bench.report import Advance, Chart, Report, Table, machine_context, progress
+from voicestream.bench.stats import percentile
+from voicestream.bench.wer import word_error_rate
+from voicestream.engine import KokoroEngine
+from voicestream.logs import quiet_agentcore_logs
+from voicestream.protocol.messages import DEFAULT_SAMPLE_RATE, DEFAULT_VOICE
+from voicestream.server import running_server
+
+QUESTIONS = (
+    "What is the capital of France?",
+    "Why is the sky blue?",
+    "How do plants make their food?",
+    "What is a black hole?",
+    "Who wrote Romeo and Juliet?",
+)
+INTERRUPTIONS = (
+    "Tell me about the moon instead.",
+    "What do bees eat?",
+    "How far away is the sun?",
+    "Why do cats purr?",
+)
+"""Spoken over an answer; each is a question the agent then answers (and the next one interrupts)."""
+WARM_UP_QUESTION = "Hello, who are you?"
+QUESTION_VOICE = "am_michael"
+"""The caller's voice: not the answers' (`DEFAULT_VOICE`), as on a real call."""
+ANSWER_VOICE = DEFAULT_VOICE
+RATE = DEFAULT_SAMPLE_RATE
+CHUNK_MS = 20
+CHUNK_BYTES = RATE * CHUNK_MS // 1000 * 2
+SETTLE_S = 1.0
+"""Silence after an answer before the next question is spoken."""
+TURN_TIMEOUT_S = 600.0
+"""The most one stage of a turn may take on a loaded machine before the bench gives up."""
+VOICE_TO_VOICE_GOAL_MS = 1200.0
+BARGE_IN_GOAL_MS = 300.0
+SPEECH_FLOOR = 0.01
+"""A sample is speech once it reaches this share of the utterance's peak: the trim threshold."""
+
+
+@dataclass(frozen=True, slots=True)
+class Utterance:
+    """One spoken question: pcm16 at 24 kHz that starts and ends with its speech."""
+
+    text: str
+    pcm: bytes
+
+    @property
+    def seconds(self) -> float:
+        return len(self.pcm) / 2 / RATE
+
+
+def spoken(engine: KokoroEngine, text: str, voice: str = QUESTION_VOICE) -> Utterance:
+    """`text` as the engine speaks it, trimmed to its speech, so that where the speech starts
+    and ends in the input is known to the sample."""
+    samples = engine.synthesize(text, voice)
+    loud = np.flatnonzero(np.abs(samples) >= SPEECH_FLOOR * float(np.abs(samples).max()))
+    return Utterance(text, float_to_pcm16(samples[loud[0] : loud[-1] + 1]).tobytes())
+
+
+class FirstTokens:
+    """The agent's model, timed: when each of its streams began and when its first text came.
+
+    The Realtime API has no event for the LLM's first token, and the agent runs in this
+    process, so the bench wraps its model; everything else goes to the model unchanged."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.streams: list[list[float | None]] = []
+        """[began, first token] of each stream, in the order they began."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        timed: list[float | None] = [time.perf_counter(), None]
+        self.streams.append(timed)
+        events = self.model.stream(*args, **kwargs)
+        try:
+            async for event in events:
+                if timed[1] is None and event.get("contentBlockDelta", {}).get("delta", {}).get(
+                    "text"
+                ):
+                    timed[1] = time.perf_counter()
+                yield event
+        finally:
+            await events.aclose()  # closing the stream stops the generation (see stream_text)
+
+    def first_token(self, after: float) -> float | None:
+        """The first token of the first stream that began at or after `after`."""
+        return next(
+            (first for began, first in self.streams if began is not None and began >= after), None
+        )
+
+
+@dataclass
+class Received:
+    """Every server event with the `time.perf_counter()` it arrived at."""
+
+    events: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    failure: str | None = None
+    """Why no more events will come (an `error` event, the socket closed): waits stop at once."""
+
+    def add(self, event: dict[str, Any]) -> None:
+        self.events.append((time.perf_counter(), event))
+        self.changed.set()
+
+    def fail(self, reason: str) -> None:
+        self.failure = self.failure or reason
+        self.changed.set()
+
+    def find(self, kind: str, since: float, **fields: Any) -> tuple[float, dict[str, Any]] | None:
+        """The first event of type `kind` received at or after `since` with these fields."""
+        return next(
+            (
+                (t, e)
+                for t, e in self.events
+                if t >= since
+                and e["type"] == kind
+                and all(e.get(k) == v for k, v in fields.items())
+            ),
+            None,
+        )
+
+    def all(self, kind: str, **fields: Any) -> list[tuple[float, dict[str, Any]]]:
+        return [
+            (t, e)
+            for t, e in self.events
+            if e["type"] == kind and all(e.get(k) == v for k, v in fields.items())
+        ]
+
+    async def wait(self, find: Callable[[], Any], timeout_s: float) -> Any:
+        """The first non-None `find()`, re-checked as events arrive; TimeoutError after `timeout_s`."""
+        async with asyncio.timeout(timeout_s):
+            while (found := find()) is None:
+                if self.failure:
+                    raise RuntimeError(self.failure)
+                self.changed.clear()
+                await self.changed.wait()
+        return found
+
+
+class Microphone:
+    """Sends 20 ms of audio every 20 ms of wall clock: the utterances given, else silence.
+
+    A chunk leaves when its audio has been "recorded", so the sample at input time `a` is
+    spoken at `t0 + a`; an utterance starts at the next chunk boundary."""
+
+    def __init__(self, socket: Any) -> None:
+        self.socket = socket
+        self.t0 = 0.0
+        self.sent = 0
+        self.pending = bytearray()
+        self.late_s = 0.0
+        """How far behind the wall clock the slowest chunk left (a loaded client)."""
+
+    def say(self, utterance: Utterance) -> tuple[float, float]:
+        """Queue `utterance`; the wall-clock moments its speech starts and ends."""
+        start = self.t0 + (self.sent * CHUNK_BYTES + len(self.pending)) / 2 / RATE
+        padding = -len(utterance.pcm) % CHUNK_BYTES
+        self.pending += utterance.pcm + bytes(padding)
+        return start, start + utterance.seconds
+
+    async def run(self) -> None:
+        self.t0 = time.perf_counter()
+        while True:
+            due = self.t0 + (self.sent + 1) * CHUNK_MS / 1000
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            self.late_s = max(self.late_s, time.perf_counter() - due)
+            chunk = bytes(self.pending[:CHUNK_BYTES]) or bytes(CHUNK_BYTES)
+            del self.pending[:CHUNK_BYTES]
+            audio = base64.b64encode(chunk).decode("ascii")
+            await self.socket.send(
+                json.dumps({"type": "input_audio_buffer.append", "audio": audio})
+            )
+            self.sent += 1
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceTurn:
+    """One question answered: its marks in ms after the question's speech ended."""
+
+    question: str
+    heard: str
+    end_of_turn_ms: float | None
+    transcribed_ms: float | None
+    response_ms: float | None
+    llm_first_token_ms: float | None
+    first_audio_ms: float | None
+    status: str | None
+    answer: str
+    audio: bytes = field(repr=False)
+    wer: float | None = None
+
+    @property
+    def answer_s(self) -> float:
+        return len(self.audio) / 2 / RATE
+
+    def marks(self) -> list[float | None]:
+        """The stages in the order they happen (the table's columns)."""
+        return [
+            self.end_of_turn_ms,
+            self.transcribed_ms,
+            self.response_ms,
+            self.llm_first_token_ms,
+            self.first_audio_ms,
+        ]
+
+
+STAGES = (
+    "end of turn (VAD)",
+    "transcribed",
+    "response.created",
+    "LLM first token",
+    "first audio (voice to voice)",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BargeIn:
+    """An answer spoken over: what was received of it after the interrupting speech began."""
+
+    question: str
+    interruption: str
+    speech_started_ms: float | None
+    """The interrupting speech starts → `input_audio_buffer.speech_started` received."""
+    last_audio_ms: float | None
+    """The interrupting speech starts → the interrupted answer's last audio delta received
+    (negative: all of it had come before)."""
+    status: str | None
+    audio_after_done: int
+    """Audio deltas of the interrupted answer received after its `response.done` (should be 0)."""
+
+    @property
+    def within_goal(self) -> bool:
+        return (
+            self.status == "cancelled"
+            and self.last_audio_ms is not None
+            and self.last_audio_ms <= BARGE_IN_GOAL_MS
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceReport:
+    turns: list[VoiceTurn]
+    barge_ins: list[BargeIn]
+    context: dict[str, object]
+    notes: list[str]
+
+    def to_report(self) -> Report:
+        report = Report("voice", context=self.context)
+        report.tables.append(
+            Table(
+                "Voice to voice over /v1/realtime (server VAD, one session), ms after the question's speech ends",
+                ["question", *STAGES, "answer s", "WER %"],
+                [
+                    [t.question, *_ms(t.marks()), round(t.answer_s, 2), _percent(t.wer)]
+                    for t in self.turns
+                ],
+            )
+        )
+        report.tables.append(self._summary())
+        report.tables.append(
+            Table(
+                "Barge-in: the next question spoken over an answer, ms after the interrupting speech starts",
+                [
+                    "interrupted answer to",
+                    "interruption",
+                    "speech_started",
+                    "last answer audio",
+                    "status",
+                    "audio after response.done",
+                    f"≤ {BARGE_IN_GOAL_MS:.0f} ms",
+                ],
+                [
+                    [
+                        b.question,
+                        b.interruption,
+                        *_ms([b.speech_started_ms, b.last_audio_ms]),
+                        b.status,
+                        b.audio_after_done,
+                        b.within_goal,
+                    ]
+                    for b in self.barge_ins
+                ],
+            )
+        )
+        report.charts.append(
+            Chart(
+                "Marks after the question's speech ends",
+                [t.question[:24] for t in self.turns],
+                {stage: [t.marks()[i] for t in self.turns] for i, stage in enumerate(STAGES)},
+                ylabel="ms",
+            )
+        )
+        report.notes.extend(self.notes)
+        return report
+
+    def _summary(self) -> Table:
+        table = Table(
+            "Voice to voice, p50 and p95 (ms after the speech ends), and each stage's own share",
+            ["stage", "p50 ms", "p95 ms", "stage p50 ms", "turns"],
+        )
+        previous: list[float | None] = [0.0] * len(self.turns)
+        for index, stage in enumerate(STAGES):
+            marks = [t.marks()[index] for t in self.turns]
+            present = [m for m in marks if m is not None]
+            steps = [
+                m - p
+                for m, p in zip(marks, previous, strict=True)
+                if m is not None and p is not None
+            ]
+            table.add(
+                stage,
+                *_ms(_p50_p95(present)),
+                _ms([statistics.median(steps) if steps else None])[0],
+                len(present),
+            )
+            previous = marks
+        return table
+
+
+def _p50_p95(values: Sequence[float]) -> list[float | None]:
+    return [statistics.median(values), percentile(values, 0.95)] if values else [None, None]
+
+
+def _ms(values: Sequence[float | None]) -> list[float | None]:
+    return [None if v is None else round(v) for v in values]
+
+
+def _percent(value: float | None) -> float | None:
+    return None if value is None else round(100 * value, 1)
+
+
+def measure_voice(
+    engine: KokoroEngine,
+    questions: Sequence[str] = QUESTIONS,
+    interruptions: Sequence[str] = INTERRUPTIONS[:3],
+    transcribe: Transcriber | None = None,
+    max_tokens: int = 60,
+    silence_ms: int = 500,
+    interrupt_after_s: float = 0.5,
+    warm_up: bool = True,
+) -> VoiceReport:
+    """Run both measurements in one Realtime session; `transcribe` scores the answers (None: no WER).
+
+    `silence_ms` is the VAD's `silence_duration_ms` (the least the end of a turn can take);
+    `interrupt_after_s` how long an answer plays before the next question is spoken over it."""
+    from voicestream.agent.app import AgentSettings, create_app, running_agent
+    from voicestream.agent.llm import create_model
+    from voicestream.agent.runtime import AnswerLimits
+
+    quiet_agentcore_logs()
+    context = {
+        **machine_context(),
+        "max_tokens": max_tokens,
+        "silence_duration_ms": silence_ms,
+        "question_voice": QUESTION_VOICE,
+        "answer_voice": ANSWER_VOICE,
+    }
+    texts = [WARM_UP_QUESTION] * warm_up + [
+        *questions,
+        *([questions[-1]] if interruptions else []),
+        *interruptions,
+    ]
+    llm = FirstTokens(create_model("local", max_tokens=max_tokens, seed=LLM_SEED))
+    limits = AnswerLimits(answer_timeout_s=ANSWER_TIMEOUT_S, speech_timeout_s=ANSWER_TIMEOUT_S)
+    steps = 2 * len(texts) + len(questions) * (transcribe is not None)  # speak, answer, score
+    with progress("bench voice", steps) as advance:
+        utterances = {text: spoken(engine, text) for text in dict.fromkeys(texts)}
+        advance(len(texts))
+        with running_server(engine) as speech_url:
+            app = create_app(AgentSettings(speech_url=speech_url, limits=limits), llm=llm)
+            with running_agent(app) as agent_url:
+                session = _Session(
+                    agent_url.replace("http://", "ws://"), llm, utterances, silence_ms, advance
+                )
+                turns, barge_ins, late_s = asyncio.run(
+                    session.run(questions, interruptions, interrupt_after_s, warm_up)
+                )
+        if transcribe is not None:
+            turns = [_scored(turn, transcribe, advance) for turn in turns]
+    notes = _notes(turns, barge_ins, late_s)
+    return VoiceReport(turns, barge_ins, context, notes)
+
+
+def _scored(turn: VoiceTurn, transcribe: Transcriber, advance: Advance) -> VoiceTurn:
+    advance()
+    if not turn.audio or not turn.answer.strip():
+        return turn
+    wer = word_error_rate(turn.answer, transcribe(turn.audio, RATE))
+    return replace(turn, wer=wer)
+
+
+def _notes(turns: list[VoiceTurn], barge_ins: list[BargeIn], late_s: float) -> list[str]:
+    lines = []
+    voice = [t.first_audio_ms for t in turns if t.first_audio_ms is not None]
+    if voice:
+        median = statistics.median(voice)
+        verdict = "meets" if median <= VOICE_TO_VOICE_GOAL_MS else "misses"
+        lines.append(
+            f"voice to voice: median {median:,.0f} ms, p95 {percentile(voice, 0.95):,.0f} ms "
+            f"({verdict} the {VOICE_TO_VOICE_GOAL_MS:,.0f} ms goal)"
+        )
+    reactions = [
+        b.last_audio_ms
+        for b in barge_ins
+        if b.status == "cancelled" and b.last_audio_ms is not None
+    ]
+    if reactions:
+        worst = max(reactions)
+        verdict = "meets" if worst <= BARGE_IN_GOAL_MS else "misses"
+        lines.append(
+            f"barge-in: the last audio of an interrupted answer came at most {worst:,.0f} ms after the "
+            f"interrupting speech began ({verdict} the {BARGE_IN_GOAL_MS:,.0f} ms goal)"
+        )
+    for b in barge_ins:
+        if b.status != "cancelled":
+            lines.append(
+                f"barge-in over the answer to {b.question!r}: status {b.status} (not cancelled)"
+            )
+    wers = [t.wer for t in turns if t.wer is not None]
+    if wers:
+        lines.append(
+            f"answers' WER (Whisper tiny.en against response.output_audio_transcript.done): "
+            f"mean {100 * statistics.fmean(wers):.1f} %"
+        )
+    failed = [t.question for t in turns if t.status != "completed"]
+    if failed:
+        lines.append(f"not completed: {failed}")
+    lines.append(
+        "LLM first token: timed in this process around the agent's model (the Realtime API sends no "
+        "event for it); the other marks are events as the client received them."
+    )
+    lines.append(
+        f"the microphone's slowest 20 ms chunk left {1000 * late_s:,.0f} ms late (a loaded client)"
+    )
+    return lines
+
+
+class _Session:
+    """One Realtime session: the microphone, the received events, and the turns as scripted."""
+
+    def __init__(
+        self,
+        url: str,
+        llm: FirstTokens,
+        utterances: dict[str, Utterance],
+        silence_ms: int,
+        advance: Advance,
+    ) -> None:
+        self.url = f"{url}/v1/realtime"
+        self.llm = llm
+        self.utterances = utterances
+        self.silence_ms = silence_ms
+        self.advance = advance
+        self.received = Received()
+        self.socket: Any = None
+
+    async def run(
+        self,
+        questions: Sequence[str],
+        interruptions: Sequence[str],
+        interrupt_after_s: float,
+        warm_up: bool,
+    ) -> tuple[list[VoiceTurn], list[BargeIn], float]:
+        from websockets.asyncio.client import connect
+
+        async with connect(self.url, max_size=None) as socket:
+            self.socket = socket
+            await socket.send(json.dumps({"type": "session.update", "session": self._session()}))
+            microphone = Microphone(socket)
+            tasks = [asyncio.create_task(self._read(socket)), asyncio.create_task(microphone.run())]
+            try:
+                await self.received.wait(lambda: self.received.find("session.updated", 0.0), 60)
+                if warm_up:
+                    await self._turn(microphone, WARM_UP_QUESTION)
+                turns = [await self._turn(microphone, question) for question in questions]
+                barge_ins = await self._barge_ins(
+                    microphone, questions[-1], interruptions, interrupt_after_s
+                )
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        return turns, barge_ins, microphone.late_s
+
+    def _session(self) -> dict[str, Any]:
+        vad = {
+            "type": "server_vad",
+            "silence_duration_ms": self.silence_ms,
+            "create_response": True,
+            "interrupt_response": True,
+        }
+        return {
+            "type": "realtime",
+            "output_modalities": ["audio"],
+            "audio": {
+                "input": {"format": {"type": "audio/pcm", "rate": RATE}, "turn_detection": vad},
+                "output": {"format": {"type": "audio/pcm", "rate": RATE}, "voice": ANSWER_VOICE},
+            },
+        }
+
+    async def _read(self, socket: Any) -> None:
+        try:
+            async for message in socket:
+                event = json.loads(message)
+                if event["type"] == "error":
+                    self.received.fail(f"the agent sent an error: {event['error']}")
+                self.received.add(event)
+        finally:
+            self.received.fail("the agent closed the socket")
+
+    async def _turn(self, microphone: Microphone, question: str) -> VoiceTurn:
+        """Speak `question`, wait for its answer to be done, then a little silence."""
+        _, end = microphone.say(self.utterances[question])
+        created = await self._answer_begins(end)
+        response_id = created["response"]["id"]
+        await self.received.wait(lambda: self._done(response_id), TURN_TIMEOUT_S)
+        await asyncio.sleep(SETTLE_S)
+        self.advance()
+        return self._voice_turn(question, end)
+
+    async def _answer_begins(self, speech_end: float) -> dict[str, Any]:
+        """The `response.created` of the turn that ends after `speech_end`."""
+        stopped = await self.received.wait(
+            lambda: self.received.find("input_audio_buffer.speech_stopped", speech_end),
+            TURN_TIMEOUT_S,
+        )
+        return (
+            await self.received.wait(
+                lambda: self.received.find("response.created", stopped[0]), TURN_TIMEOUT_S
+            )
+        )[1]
+
+    def _done(self, response_id: str) -> tuple[float, dict[str, Any]] | None:
+        return next(
+            (
+                (t, e)
+                for t, e in self.received.all("response.done")
+                if e["response"]["id"] == response_id
+            ),
+            None,
+        )
+
+    def _voice_turn(self, question: str, end: float) -> VoiceTurn:
+        find = self.received.find
+        stopped = find("input_audio_buffer.speech_stopped", end)
+        item_id = stopped[1]["item_id"] if stopped else None
+        transcribed = find(
+            "conversation.item.input_audio_transcription.completed", end, item_id=item_id
+        )
+        created = find("response.created", transcribed[0]) if transcribed else None
+        response_id = created[1]["response"]["id"] if created else None
+        deltas = self.received.all("response.output_audio.delta", response_id=response_id)
+        transcript = find("response.output_audio_transcript.done", end, response_id=response_id)
+        done = self._done(response_id) if response_id else None
+        first_token = self.llm.first_token(after=end) if created else None
+
+        def since_end(moment: float | None) -> float | None:
+            return None if moment is None else 1000 * (moment - end)
+
+        return VoiceTurn(
+            question=question,
+            heard=transcribed[1]["transcript"] if transcribed else "",
+            end_of_turn_ms=since_end(stopped[0] if stopped else None),
+            transcribed_ms=since_end(transcribed[0] if transcribed else None),
+            response_ms=since_end(created[0] if created else None),
+            llm_first_token_ms=since_end(first_token),
+            first_audio_ms=since_end(deltas[0][0] if deltas else None),
+            status=done[1]["response"]["status"] if done else None,
+            answer=transcript[1]["transcript"] if transcript else "",
+            audio=b"".join(base64.b64decode(e["delta"]) for _, e in deltas),
+        )
+
+    async def _barge_ins(
+        self,
+        microphone: Microphone,
+        question: str,
+        interruptions: Sequence[str],
+        interrupt_after_s: float,
+    ) -> list[BargeIn]:
+        """`question`, then each interruption spoken over the answer to the one before it."""
+        if not interruptions:
+            return []
+        results = []
+        _, end = microphone.say(self.utterances[question])
+        previous = question
+        for interruption in interruptions:
+            created = await self._answer_begins(end)
+            response_id = created["response"]["id"]
+            await self.received.wait(
+                lambda rid=response_id: self.received.find(
+                    "response.output_audio.delta", 0.0, response_id=rid
+                ),
+                TURN_TIMEOUT_S,
+            )
+            await asyncio.sleep(interrupt_after_s)
+            start, end = microphone.say(self.utterances[interruption])
+            done_at, done = await self.received.wait(
+                lambda rid=response_id: self._done(rid), TURN_TIMEOUT_S
+            )
+            deltas = [
+                t
+                for t, _ in self.received.all(
+                    "response.output_audio.delta", response_id=response_id
+                )
+            ]
+            started = self.received.find("input_audio_buffer.speech_started", start)
+            results.append(
+                BargeIn(
+                    question=previous,
+                    interruption=interruption,
+                    speech_started_ms=None if started is None else 1000 * (started[0] - start),
+                    last_audio_ms=1000 * (deltas[-1] - start),
+                    status=done["response"]["status"],
+                    audio_after_done=sum(1 for t in deltas if t > done_at),
+                )
+            )
+            previous = interruption
+            self.advance()
+        last = (await self._answer_begins(end))["response"]["id"]  # not measured: stopped at once
+        if not self._done(last):
+            await self.socket.send(json.dumps({"type": "response.cancel", "response_id": last}))
+        await self.received.wait(lambda: self._done(last), TURN_TIMEOUT_S)
+        self.advance()
+        return results

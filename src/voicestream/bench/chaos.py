@@ -405,7 +405,7 @@ SIGTERM_TEXT = "This request is being spoken when the server is told to stop. It
 
 # --- every fault on every persistent face (issue 27) -----------------------------------------
 
-EDGE_FACES = ("session", "cartesia", "wyoming")
+EDGE_FACES = ("session", "cartesia", "deepgram", "elevenlabs", "wyoming")
 EDGE_FAULTS = ("never reads", "never speaks", "floods bad messages", "disconnects mid-answer")
 EDGE_SEND_TIMEOUT_S = 5.0
 EDGE_IDLE_TIMEOUT_S = 8.0
@@ -425,21 +425,34 @@ class EdgeServer:
         return self.url.removeprefix("http://").split(":")[0]
 
     def ws_url(self, face: str) -> str:
-        return self.url.replace("http://", "ws://") + (SESSION_PATH if face == "session" else "/tts/websocket")
+        return self.url.replace("http://", "ws://") + WS_PATHS[face]
 
     def port(self, face: str) -> int:
         return self.wyoming_port if face == "wyoming" else int(self.url.rsplit(":", 1)[1])
 
 
-def _request(face: str, text: str) -> str | bytes:
-    """The face's message asking for ``text`` (on Wyoming: one framed ``synthesize`` event)."""
+WS_PATHS = {
+    "session": SESSION_PATH,
+    "cartesia": "/tts/websocket",
+    "deepgram": "/v1/speak?model=af_heart&encoding=linear16&sample_rate=24000",
+    "elevenlabs": "/v1/text-to-speech/af_heart/multi-stream-input?output_format=pcm_24000",
+}
+
+
+def _request(face: str, text: str) -> list[str | bytes]:
+    """The face's messages asking for ``text`` (on Wyoming: one framed ``synthesize`` event)."""
     if face == "session":
-        return json.dumps({"text": text, "request_id": "edge"})
+        return [json.dumps({"text": text, "request_id": "edge"})]
     if face == "cartesia":
-        return json.dumps({"context_id": "edge", "transcript": text, "voice": {"mode": "id", "id": "af_heart"},
-                           "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}})
+        return [json.dumps({"context_id": "edge", "transcript": text, "voice": {"mode": "id", "id": "af_heart"},
+                            "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}})]
+    if face == "deepgram":
+        return [json.dumps({"type": "Speak", "text": text}), json.dumps({"type": "Flush"})]
+    if face == "elevenlabs":
+        return [json.dumps({"text": " ", "context_id": "edge"}), json.dumps({"text": text, "context_id": "edge"}),
+                json.dumps({"flush": True, "context_id": "edge"})]
     data = json.dumps({"text": text}).encode()
-    return json.dumps({"type": "synthesize", "data_length": len(data)}).encode() + b"\n" + data
+    return [json.dumps({"type": "synthesize", "data_length": len(data)}).encode() + b"\n" + data]
 
 
 def _bad(face: str) -> str | bytes:
@@ -498,6 +511,10 @@ class EdgePeer:
         else:
             await asyncio.get_running_loop().sock_sendall(self.sock, message)
 
+    async def ask(self, messages: list[str | bytes]) -> None:
+        for message in messages:
+            await self.send(message)
+
     async def first_audio(self) -> None:
         """Read answers up to the first audio (an error instead raises)."""
         if self.reader is not None:
@@ -513,9 +530,9 @@ class EdgePeer:
             if isinstance(frame, bytes):
                 return
             answer = json.loads(frame)
-            if answer["type"] == "error":
+            if answer.get("type") == "error" or answer.get("error"):
                 raise RuntimeError(answer)
-            if answer["type"] == "chunk":
+            if answer.get("type") == "chunk" or answer.get("audio"):
                 return
 
     def abort(self) -> None:
@@ -563,7 +580,7 @@ async def _one_first_audio_s(server: EdgeServer, face: str, text: str = "How soo
     peer = await EdgePeer.open(face, server, reading=True)
     try:
         started = time.monotonic()
-        await peer.send(_request(face, text))
+        await peer.ask(_request(face, text))
         async with asyncio.timeout(120):
             await peer.first_audio()
         return time.monotonic() - started
@@ -600,7 +617,7 @@ async def _apply_fault(server: EdgeServer, face: str, fault: str) -> tuple[float
         since, bound = time.monotonic(), EDGE_IDLE_TIMEOUT_S + SLACK_S
     elif fault == "never reads":
         peer = await EdgePeer.open(face, server, reading=False)
-        await peer.send(_request(face, LONG_TEXT))
+        await peer.ask(_request(face, LONG_TEXT))
         closed_after = await _closed_after_stall(peer, server, limit_s)
         peer.abort()
         return closed_after, EDGE_SEND_TIMEOUT_S + SLACK_S
@@ -613,7 +630,7 @@ async def _apply_fault(server: EdgeServer, face: str, fault: str) -> tuple[float
         since, bound = time.monotonic(), EDGE_SEND_TIMEOUT_S + SLACK_S
     else:
         peer = await EdgePeer.open(face, server, reading=True)
-        await peer.send(_request(face, LONG_TEXT))
+        await peer.ask(_request(face, LONG_TEXT))
         async with asyncio.timeout(limit_s):
             await peer.first_audio()
         peer.abort()

@@ -107,6 +107,8 @@ def test_handsfree_answer_is_heard_and_speaking_over_it_silences_it(
         assert account["playedAfterCut"] == 0, "audio of the cut answer played after the cut"
         assert page.get_attribute("article[data-mode=hands-free]", "data-interrupted") == "true"
         assert account["errors"] == [] and page.inner_text("#status") == ""
+        print(f"hands-free: first audio {page.inner_text('article[data-mode=hands-free] [data-figure=ttfa]')} after "
+              f"the end of the turn; silenced in {account['silencedInMs'][0]:.0f} ms; truncate {truncate}")
 
         # Send, while Hands-free is on, asks in the same conversation over the same socket.
         page.fill("#prompt", "Say hello.")

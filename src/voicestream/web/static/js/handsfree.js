@@ -73,7 +73,7 @@ class HandsFree {
     this.stoppedAt = null; // when the server last heard the user stop
     this.account = {
       state: "off", events: {}, sentChunks: 0, sentMs: 0, droppedChunks: 0, peak: 0, soundAt: null,
-      interruptions: 0, truncates: [], errors: [], responses: [], playedAfterCut: 0,
+      interruptions: 0, silencedInMs: [], truncates: [], errors: [], responses: [], playedAfterCut: 0,
       level: () => this.player?.level() ?? 0,
     };
     window.voicestreamHandsFree = this.account;
@@ -347,9 +347,11 @@ class HandsFree {
     this.queue = [];
     for (const response of this.responses.values()) if (response.status === null) response.cut = true;
     for (const { response } of queue) response.cut = true;
+    const asked = performance.now();
     const seconds = await this.player?.stop();
     if (!queue.length) return;
     this.account.interruptions += 1;
+    this.account.silencedInMs.push(performance.now() - asked); // until the worklet had cleared
     let before = 0;
     for (const { response, ms } of queue) {
       const played = seconds === null ? response.playedMs : Math.max(0, Math.min(ms, seconds * 1000 - before));

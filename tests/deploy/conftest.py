@@ -1,5 +1,6 @@
-"""The deploy tests' marker: `grace(seconds)` sets the replicas' `--grace-s` (test_balancer)."""
+"""The deploy tests' marker: `fleet(replicas, grace_s)` sets how many replicas stand behind
+the balancer and their `--grace-s` (test_balancer)."""
 
 
 def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", "grace(seconds): --grace-s of the replicas behind the balancer")
+    config.addinivalue_line("markers", "fleet(replicas, grace_s): the replicas behind the balancer and their --grace-s")

@@ -27,11 +27,13 @@ LONG_ANSWER = " ".join(f"Sentence {n} is spoken while the replica drains." for n
 
 @pytest.fixture
 def fleet(request: pytest.FixtureRequest, tmp_path: Path):
-    """Two replicas behind haproxy; `--grace-s` from the test's `grace` mark (60 s by default)."""
-    mark = request.node.get_closest_marker("grace")
-    grace_s = mark.args[0] if mark else 60
+    """Replicas behind haproxy, from the test's `fleet` mark: how many (two by default) and
+    their `--grace-s` (60 s by default)."""
+    mark = request.node.get_closest_marker("fleet")
+    count, grace_s = mark.args if mark else (2, 60)
     model_dir = resolve_weights().model_path.parent
-    with replicas(["a", "b"], model_dir, grace_s) as started, haproxy(started, tmp_path) as balancer:
+    names = ["a", "b", "c"][:count]
+    with replicas(names, model_dir, grace_s) as started, haproxy(started, tmp_path) as balancer:
         yield balancer, started
 
 
@@ -107,31 +109,31 @@ async def test_sessions_spread_and_a_draining_replica_finishes_while_new_session
     assert balancer.stats()[draining.name]["status"].startswith("DOWN")
 
 
-RESUMED = [f"Sentence {n} of a long answer that outlasts a one second grace period." for n in range(1, 7)]
+RESUMED = [f"Sentence {n} of a long answer that outlasts a one second grace period." for n in range(1, 5)]
+"""Four requests, about 17 s of audio: far more than a replica renders in its one second of grace."""
 
 
 async def _speak_through_a_lost_replica(
-    balancer: Haproxy, replicas: list[Replica], lose: Callable[[Replica], None],
-) -> tuple[SpeechSession, list, Replica, Replica]:
-    """Six requests on one resuming session through the balancer; at the first audio the
-    replica holding the session is lost (``lose``). Returns the session, its events, and the
-    lost and the other replica."""
-    a, b = replicas
+    balancer: Haproxy, live: list[Replica], lose: Callable[[Replica], None],
+) -> tuple[SpeechSession, list, Replica]:
+    """Four requests on one resuming session through the balancer; at the first audio the
+    replica holding the session (one of ``live``) is lost (``lose``). Returns the session,
+    its events and the lost replica."""
     events: list = []
-    lost = other = None
+    lost = None
     async with await SpeechSession.connect(ws(balancer), resume=ResumePolicy(attempts=8, backoff_s=0.25)) as session:
         for index, sentence in enumerate(RESUMED):
             await session.submit(sentence, request_id=f"r{index}")
         async for event in session.events():
             events.append(event)
             if isinstance(event, AudioChunk) and lost is None:
-                wait_for(lambda: sessions_on(a) + sessions_on(b) == 1, 20, "the session is not counted")
-                lost, other = (a, b) if sessions_on(a) == 1 else (b, a)
+                wait_for(lambda: sum(map(sessions_on, live)) == 1, 20, "the session is not counted")
+                lost = next(replica for replica in live if sessions_on(replica) == 1)
                 lose(lost)
             if sum(isinstance(e, SpeechCompleted | SpeechFailed) for e in events) == len(RESUMED):
                 break
-    assert lost is not None and other is not None
-    return session, events, lost, other
+    assert lost is not None
+    return session, events, lost
 
 
 def _each_request_completed_once_with_one_copy_of_its_audio(events: list) -> None:
@@ -144,16 +146,36 @@ def _each_request_completed_once_with_one_copy_of_its_audio(events: list) -> Non
         assert received == pytest.approx(done.audio_bytes, abs=24_000 * 2 // 5)
 
 
-@pytest.mark.grace(1)
-async def test_a_session_closed_for_the_drain_resumes_through_the_balancer_and_loses_nothing(
+def _requests_on(replicas: list[Replica]) -> float:
+    return sum(replica.metric(REQUESTS) for replica in replicas)
+
+
+@pytest.mark.fleet(3, 1)
+async def test_a_session_on_a_lost_replica_resumes_through_the_balancer_and_loses_nothing(
     fleet: tuple[Haproxy, list[Replica]],
 ) -> None:
-    """With `--grace-s 1` the drained replica closes the session with 1001 while most of the
-    answer is still to come; the client reconnects to the same address (the balancer), which
-    sends it to the other replica, and resends what it had not received. The drained process
+    """One fleet of three, `--grace-s 1`, two losses in turn, each mid-answer:
+
+    SIGKILL (a crash): no drain, no close frame, the socket just breaks. The client reconnects
+    through the balancer (whose health check has taken the dead replica out by then, or whose
+    connect fails and is retried) and every request completes exactly once.
+
+    SIGTERM (a drain) on one of the two left: the replica closes the session with 1001 while
+    most of the answer is still to come; the client reconnects to the same address, which
+    sends it to the last replica, and resends what it had not received. The drained process
     exits within its grace and a bounded shutdown (the generous bound is the feature: a
     replica that outlives its grace by half a minute is killed by Kubernetes mid-answer)."""
-    balancer, started = fleet
+    balancer, live = fleet[0], list(fleet[1])
+
+    session, events, crashed = await _speak_through_a_lost_replica(balancer, live, Replica.sigkill)
+    live.remove(crashed)
+    assert session.resumes >= 1
+    _each_request_completed_once_with_one_copy_of_its_audio(events)
+    assert await asyncio.to_thread(crashed.process.wait, 10) == -signal.SIGKILL
+    wait_for(lambda: balancer.status(crashed.name).startswith("DOWN"), 20, "haproxy kept the crashed replica")
+    assert _requests_on(live) >= 1, "the resumed requests were answered by the replicas left"
+    wait_for(lambda: sum(map(sessions_on, live)) == 0, 20, "the resumed session stayed open")
+
     exits: list[asyncio.Future[float]] = []
 
     def drain(replica: Replica) -> None:
@@ -161,7 +183,9 @@ async def test_a_session_closed_for_the_drain_resumes_through_the_balancer_and_l
         replica.sigterm()
         exits.append(asyncio.ensure_future(asyncio.to_thread(lambda: replica.process.wait(60) and time.monotonic() - signalled)))
 
-    session, events, draining, other = await _speak_through_a_lost_replica(balancer, started, drain)
+    answered = {replica.name: replica.metric(REQUESTS) for replica in live}
+    session, events, draining = await _speak_through_a_lost_replica(balancer, live, drain)
+    (other,) = (replica for replica in live if replica is not draining)
     # once at least: a reconnect that haproxy sends to the draining replica before its health
     # check takes it out is refused there (1013) and tried again
     assert session.resumes >= 1
@@ -169,19 +193,4 @@ async def test_a_session_closed_for_the_drain_resumes_through_the_balancer_and_l
     assert draining.process.wait(60) == -signal.SIGTERM
     assert await exits[0] < 1 + 20, "the drained replica outlived its grace"
     assert balancer.status(draining.name).startswith("DOWN")
-    assert other.metric(REQUESTS) >= 1, "the resumed requests were answered by the other replica"
-
-
-async def test_a_session_on_a_crashed_replica_resumes_through_the_balancer_and_loses_nothing(
-    fleet: tuple[Haproxy, list[Replica]],
-) -> None:
-    """SIGKILL mid-answer: no drain, no close frame, the socket just breaks. The client
-    reconnects through the balancer (whose health check has taken the dead replica out by
-    then, or whose connect fails and is retried) and every request completes exactly once."""
-    balancer, started = fleet
-    session, events, crashed, other = await _speak_through_a_lost_replica(balancer, started, Replica.sigkill)
-    assert session.resumes >= 1
-    _each_request_completed_once_with_one_copy_of_its_audio(events)
-    assert await asyncio.to_thread(crashed.process.wait, 10) == -signal.SIGKILL
-    wait_for(lambda: balancer.status(crashed.name).startswith("DOWN"), 20, "haproxy kept the crashed replica")
-    assert other.metric(REQUESTS) >= 1, "the resumed requests were answered by the other replica"
+    assert other.metric(REQUESTS) > answered[other.name], "the resumed requests were answered by the last replica"

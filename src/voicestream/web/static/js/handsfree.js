@@ -71,10 +71,10 @@ class HandsFree {
     this.playing = null; // the response whose audio the player is playing
     this.turn = null; // the latest turn's answers element
     this.stoppedAt = null; // when the server last heard the user stop
+    this.levels = null; // the timer that listens to the player
     this.account = {
       state: "off", events: {}, sentChunks: 0, sentMs: 0, droppedChunks: 0, peak: 0, soundAt: null,
       interruptions: 0, silencedInMs: [], truncates: [], errors: [], responses: [], playedAfterCut: 0,
-      level: () => this.player?.level() ?? 0,
     };
     window.voicestreamHandsFree = this.account;
   }
@@ -150,6 +150,7 @@ class HandsFree {
     this.stream = null;
     this.player?.stop();
     this.queue = [];
+    this.turn = null;
     if (socket && socket.readyState <= WebSocket.OPEN) socket.close(1000);
     this.setState("off");
   }
@@ -246,6 +247,8 @@ class HandsFree {
         this.truncated(event.item_id, event.audio_end_ms);
         break;
       case "error":
+        // a cancel that crossed the answer's end on the wire: nothing was left to cancel
+        if (event.error.code === "response_cancel_not_active") break;
         this.account.errors.push(event.error);
         showError(`hands-free: ${event.error.code ?? event.error.type}: ${event.error.message}`);
         break;

@@ -96,14 +96,8 @@ async def test_unsupported_requests_get_an_error_and_the_socket_stays_open(agent
             ),
             ({"type": "conversation.item.retrieve", "item_id": "x"}, "type"),
             (
-                {
-                    "type": "session.update",
-                    "session": {
-                        "type": "realtime",
-                        "audio": {"input": {"turn_detection": {"type": "semantic_vad"}}},
-                    },
-                },
-                "session.audio.input.turn_detection",
+                {"type": "session.update", "session": {"type": "realtime", "prompt": {"id": "p"}}},
+                "session.prompt",
             ),
         ):
             await send(ws, event_id="client-1", **event)
@@ -123,10 +117,17 @@ async def test_unsupported_requests_get_an_error_and_the_socket_stays_open(agent
             audio_end_ms=10,
         )
         assert (await until(ws, "error"))[-1]["error"]["code"] == "item_not_found"
-        await send(
-            ws, type="session.update", session={"type": "realtime", "instructions": "Be brief."}
-        )
-        assert (await until(ws, "session.updated"))[-1]["session"]["instructions"] == "Be brief."
+        semantic = {"type": "semantic_vad", "eagerness": "medium", "interrupt_response": False}
+        session = {
+            "type": "realtime",
+            "instructions": "Be brief.",
+            "audio": {"input": {"turn_detection": semantic}},
+        }
+        await send(ws, type="session.update", session=session)
+        updated = (await until(ws, "session.updated"))[-1]["session"]
+        assert updated["instructions"] == "Be brief."
+        detection = updated["audio"]["input"]["turn_detection"]
+        assert (detection["type"], detection["interrupt_response"]) == ("server_vad", False)
 
 
 async def test_agentcore_ws_keys_the_conversation_and_speaks_telephony_audio(agent):

@@ -162,18 +162,30 @@ def updated_session(
     for name, what in _UNSUPPORTED_SESSION.items():
         if update.get(name):
             raise unsupported(what, f"session.{name}", event_id)
-    detection = ((update.get("audio") or {}).get("input") or {}).get("turn_detection")
-    if isinstance(detection, dict) and detection.get("type", "server_vad") != "server_vad":
-        raise unsupported(
-            f"turn detection {detection.get('type')!r}",
-            "session.audio.input.turn_detection",
-            event_id,
-        )
+    update = _semantic_vad_as_server_vad(update, event_id)
     merged = _merge(current.model_dump(mode="json"), update)
     try:
         return SessionConfig.model_validate(merged)
     except ValidationError as error:
         raise _invalid(error, "session", event_id) from None
+
+
+def _semantic_vad_as_server_vad(update: dict[str, Any], event_id: str | None) -> dict[str, Any]:
+    """`semantic_vad` (LiveKit's default) is served by the server VAD: its `eagerness` has
+    no counterpart, its `create_response` and `interrupt_response` are kept."""
+    audio_input = (update.get("audio") or {}).get("input") or {}
+    detection = audio_input.get("turn_detection")
+    if not isinstance(detection, dict) or detection.get("type", "server_vad") == "server_vad":
+        return update
+    if detection.get("type") != "semantic_vad":
+        raise unsupported(
+            f"turn detection {detection.get('type')!r}",
+            "session.audio.input.turn_detection",
+            event_id,
+        )
+    kept = {k: detection[k] for k in ("create_response", "interrupt_response") if k in detection}
+    served = {**audio_input, "turn_detection": {"type": "server_vad", **kept}}
+    return {**update, "audio": {**update["audio"], "input": served}}
 
 
 def _merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
@@ -290,6 +302,7 @@ class ResponseParams(_Model):
     instructions: str | None = None
     output_modalities: list[Literal["text", "audio"]] | None = None
     conversation: str | None = None
+    metadata: dict[str, str] | None = None
     tools: list[Any] | None = None
     input: list[Any] | None = None
 
@@ -560,6 +573,7 @@ def response_object(
     voice: str | None = None,
     output_format: AudioFormat | None = None,
     details: dict[str, Any] | None = None,
+    metadata: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``response`` of ``response.created`` and ``response.done``."""
     response: dict[str, Any] = {
@@ -573,4 +587,6 @@ def response_object(
         response["audio"] = {"output": {"voice": voice, "format": output_format.wire()}}
     if details is not None:
         response["status_details"] = details
+    if metadata is not None:
+        response["metadata"] = metadata
     return response

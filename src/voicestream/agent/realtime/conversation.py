@@ -17,6 +17,8 @@ from strands.types.content import Messages
 from voicestream.agent.conversation import Turn, chat
 from voicestream.protocol.realtime import ContentPart, Item
 
+ROOT = "root"
+"""The `previous_item_id` that puts an item first (what LiveKit sends for its first item)."""
 MAX_ITEMS = 200
 """Items a socket holds; the oldest go first (the store bounds what is remembered across
 sockets)."""
@@ -42,10 +44,12 @@ class RealtimeConversation:
             self.add(Item(role=message["role"], content=[ContentPart(type=kind, text=text)]))
 
     def add(self, item: Item, previous_item_id: str | None = None) -> str | None:
-        """Insert `item` after `previous_item_id` (by default last); returns the id of the
-        item before it. Raises `KeyError` for an unknown `previous_item_id`."""
+        """Insert `item` after `previous_item_id` (by default last; `root`: first); returns
+        the id of the item before it. Raises `KeyError` for an unknown `previous_item_id`."""
         position = len(self.entries)
-        if previous_item_id is not None:
+        if previous_item_id == ROOT:
+            position = 0
+        elif previous_item_id is not None:
             position = self.index(previous_item_id) + 1
         self.entries.insert(position, Entry(item))
         del self.entries[: max(0, len(self.entries) - MAX_ITEMS)]

@@ -123,6 +123,7 @@ class Response:
         messages: Messages,
         turn: Turn,
         on_end: Callable[[Response], None],
+        metadata: dict[str, str] | None = None,
     ) -> None:
         self.id = turn.request_id
         self.item = Item(
@@ -139,6 +140,8 @@ class Response:
         self.messages = messages
         self.turn = turn
         self._on_end = on_end
+        self.metadata = metadata
+        """The client's own labels (`response.create`), returned in the response object."""
         self._encoder = OutputEncoder(output_format.type)
         self._transcript = _Transcript(turn)
         self.audio_s = 0.0
@@ -294,6 +297,7 @@ class Response:
             voice=self.voice,
             output_format=self.output_format,
             details=details,
+            metadata=self.metadata,
         )
 
 

@@ -359,9 +359,11 @@ class RealtimeSession:
         instructions = (
             params.instructions if params.instructions is not None else self.config.instructions
         )
-        await self._start_response(instructions, event.event_id)
+        await self._start_response(instructions, event.event_id, params.metadata)
 
-    async def _start_response(self, instructions: str, event_id: str | None = None) -> None:
+    async def _start_response(
+        self, instructions: str, event_id: str | None = None, metadata: dict[str, str] | None = None
+    ) -> None:
         if self.response is not None:
             return
         if not self.service.admit():
@@ -393,6 +395,7 @@ class RealtimeSession:
             messages=messages,
             turn=turn,
             on_end=self._ended,
+            metadata=metadata,
         )
         self.response = response
         previous = self.conversation.add(response.item)

@@ -6,8 +6,8 @@ remembered up to the last word the listener heard."""
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from tests.agent.llm_stubs import LLMStub, echo, fake_bedrock_runtime, openai_echo_server
@@ -21,7 +21,7 @@ from voicestream.protocol import (
     AgentStart,
     AudioChunk,
     Interruption,
-    SentenceSent,
+    SentenceWords,
     new_session_id,
 )
 
@@ -148,40 +148,38 @@ async def test_a_session_id_beyond_agentcore_bounds_is_refused(agent_url):
     assert SESSION_HEADER in answer.error.message
 
 
-async def spoken(client: AsyncAgentClient, prompt: str) -> tuple[AgentAnswer, str, list[tuple[str, float]]]:
-    """The answer, its request id, and each sentence sent to speech with its audio's length."""
+async def spoken(client: AsyncAgentClient, prompt: str) -> tuple[AgentAnswer, str, list[dict[str, Any]], float]:
+    """The answer, its request id, its timed words (offsets in its text) and its audio's length."""
     answer, request_id = AgentAnswer("bidi"), ""
-    sentences: list[tuple[str, float]] = []
+    words: list[dict[str, Any]] = []
+    seconds = 0.0
     async for received in client.events(prompt):
         answer.add(received)
         event = received.event
         if isinstance(event, AgentStart):
             request_id = event.request_id
-        elif isinstance(event, SentenceSent):
-            sentences.append((event.text.strip(), 0.0))
+        elif isinstance(event, SentenceWords):
+            words += [word.model_dump() for word in event.words]
         elif isinstance(event, AudioChunk):
-            text, seconds = sentences[event.sentence]
-            sentences[event.sentence] = (text, seconds + len(event.audio()) / 48000)
-    return answer, request_id, sentences
+            seconds += len(event.audio()) / 48000
+    return answer, request_id, words, seconds
 
 
 async def test_an_interrupted_answer_is_remembered_up_to_the_last_word_heard(speech_server, openai_stub):
+    """The listener stops part way: the turn keeps the answer as written ("$5," stays "$5,")
+    up to the last word whose audio had ended, where the speech server placed it."""
     with agent_for(speech_server, "openai", openai_stub) as url:
         async with asyncio.timeout(180), AsyncAgentClient(url, session_id=new_session_id()) as client:
-            first, request_id, sentences = await spoken(client, "Tell me a long story.")
+            first, request_id, words, seconds = await spoken(client, "It costs $5, tell me a long story.")
             assert first.error is None, first.error
-            assert len(sentences) >= 3 and all(seconds > 0 for _, seconds in sentences)
-            # the listener heard the first sentence and 55 % of the second one's audio
-            (heard_whole, whole_s), (partly, partly_s) = sentences[0], sentences[1]
-            heard_ms = (whole_s + 0.55 * partly_s) * 1000
-            await client.ask("Go on.", interrupted=Interruption(request_id=request_id, heard_ms=heard_ms))
+            assert len(words) > 10 and seconds > 0
+            heard_s = words[len(words) // 2]["end_s"] + 0.01
+            await client.ask("Go on.", interrupted=Interruption(request_id=request_id, heard_ms=heard_s * 1000))
 
     remembered = user_and_assistant(openai_stub.requests[-1]["messages"])[1][1]
-    # by the proportional rule: the words of the second sentence that end by 55 % of it
-    words = [m.group() for m in re.finditer(r"\S+", partly) if m.end() <= 0.55 * len(partly)]
-    assert words and len(words) < len(partly.split())
-    assert remembered == f"{heard_whole} {' '.join(words)}"
-    assert first.text.strip().startswith(remembered)
+    last_heard = [w for w in words if w["end_s"] <= heard_s][-1]
+    assert remembered == first.text[: last_heard["end_char"]].strip()
+    assert "$5," in remembered and len(remembered) < len(first.text.strip())
 
 
 async def test_compare_asks_every_mode_as_a_first_question(speech_server, openai_stub):

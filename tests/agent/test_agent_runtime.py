@@ -92,22 +92,26 @@ async def _collect_noting_rendered_audio(
     return events, rendered
 
 
-async def test_bidi_sends_the_first_sentence_while_the_llm_still_writes(echo_llm, speech_server):
-    """The scripted answer has two sentences: the first goes to the speech server (its
-    `sentence` event) before the LLM's last text, and each is a request of its own."""
-    events = await collect(run(AgentRequest(prompt=PROMPT, mode="bidi"), echo_llm, speech_server))
+async def test_bidi_streams_the_raw_answer_and_gets_its_words_as_written(echo_llm, speech_server):
+    """The answer goes to the speech server as the LLM writes it, raw, as one streamed
+    utterance (its `sentence` event before the LLM's last text); the server cuts and
+    normalizes it, so the word times carry the LLM's own spelling ("$5,", "Dr.") at their
+    offsets in the answer's text."""
+    prompt = "It costs $5, said Dr. Lee"
+    events = await collect(run(AgentRequest(prompt=prompt, mode="bidi"), echo_llm, speech_server))
 
     check_answer(events, "bidi")
-    assert answer_text(events) == echo([{"role": "user", "content": PROMPT}])
+    text = answer_text(events)
+    assert text == echo([{"role": "user", "content": prompt}])
     types = [event["type"] for event in events]
-    sentences = of_type(events, "sentence")
-    assert len(sentences) > 1, sentences
+    (sentence,) = of_type(events, "sentence")
     last_delta = len(types) - 1 - types[::-1].index("text_delta")
     assert types.index("sentence") < last_delta, types
     assert events[-1]["first_sentence_ms"] <= events[last_delta]["t_ms"]
-    assert {chunk["sentence"] for chunk in of_type(events, "audio_chunk")} == {
-        sentence["index"] for sentence in sentences
-    }
+    assert {chunk["sentence"] for chunk in of_type(events, "audio_chunk")} == {sentence["index"]} == {0}
+    words = [w for e in of_type(events, "word_timestamps") for w in e["words"]]
+    assert [w["word"] for w in words] == text.split()
+    assert [text[w["start_char"] : w["end_char"]] for w in words] == text.split()
     assert not _no_other_tasks()
 
 

@@ -31,12 +31,13 @@ def test_a_partly_heard_sentence_is_cut_after_the_last_word_heard():
 
 
 def test_word_times_decide_where_they_are_given():
-    words = (WordTime("Dr.", 0.1, 0.5), WordTime("Smith", 0.5, 0.6), WordTime("called.", 0.6, 1.9))
-    pieces = [SpokenPiece("Dr. Smith called.", 2.0, words)]
+    """Each word ends where the server placed it in the text as written (`end_char`)."""
+    words = (WordTime("Dr.", 0.1, 0.5, 3), WordTime("Smith", 0.5, 0.6, 9), WordTime("paid", 0.6, 0.9, 14), WordTime("$5.", 0.9, 1.9, 18))
+    pieces = [SpokenPiece("Dr. Smith paid $5.", 2.0, words)]
 
     assert heard_text(pieces, 0.6) == "Dr. Smith"  # by characters it would be "Dr." only
     assert heard_text(pieces, 0.55) == "Dr."
-    assert heard_text(pieces, 1.95) == "Dr. Smith called."
+    assert heard_text(pieces, 1.95) == "Dr. Smith paid $5."
 
 
 def test_audio_that_never_arrived_was_not_heard():
@@ -71,7 +72,10 @@ def test_what_is_heard_grows_with_time_and_is_a_prefix_cut_at_a_word(pieces, a, 
 @given(_words, st.lists(st.floats(0.01, 1), min_size=8, max_size=8), st.floats(0, 10))
 def test_with_word_times_the_words_heard_are_those_ended_by_then(words, lengths, heard_s):
     ends = [sum(lengths[: n + 1]) for n in range(len(words))]
-    times = tuple(WordTime(w, end - lengths[n], end) for n, (w, end) in enumerate(zip(words, ends)))
+    char_ends = [len(" ".join(words[: n + 1])) for n in range(len(words))]
+    times = tuple(
+        WordTime(w, end - lengths[n], end, char_ends[n]) for n, (w, end) in enumerate(zip(words, ends))
+    )
     piece = SpokenPiece(" ".join(words), ends[-1] + 0.5, times)
 
     assert heard_text([piece], heard_s) == " ".join(w for w, end in zip(words, ends) if end <= heard_s)

@@ -14,8 +14,9 @@ long a question waits for the turn before it to be recorded.
 
 When the listener interrupts an answer, the next invocation says how much of its audio was
 played (`interrupted.heard_ms`, PROTOCOL.md section 2), and that turn keeps only the words
-heard (`heard_text`): the speech server's word times where it sent them, else each spoken
-piece's audio duration shared out over its characters.
+heard (`heard_text`): the speech server's word times where it sent them (each word with its
+offset in the text the agent sent, as the LLM wrote it), else each spoken piece's audio
+duration shared out over its characters.
 """
 
 from __future__ import annotations
@@ -42,18 +43,20 @@ BYTES_PER_SECOND = 48000
 
 @dataclass(frozen=True, slots=True)
 class WordTime:
-    """One word as spoken: seconds from the start of its piece's audio."""
+    """One word as spoken: seconds from the start of its piece's audio, and where it ends
+    in the piece's text (the speech server's ``end_char``; None from a server without)."""
 
     word: str
     start_s: float
     end_s: float
+    end_char: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class SpokenPiece:
-    """One speech request of an answer (a sentence, or the whole answer in the batch modes):
-    its text as the LLM wrote it, the length of its audio, and its word times when the speech
-    server sent them."""
+    """One speech request of an answer (in every mode, the whole answer: streamed in pieces
+    in bidi, sent once in the batch modes): its text as the LLM wrote it, the length of its
+    audio, and its word times when the speech server sent them."""
 
     text: str
     duration_s: float
@@ -98,23 +101,13 @@ def heard_text(pieces: Sequence[SpokenPiece], heard_s: float) -> str:
 
 
 def _word_ends(text: str, piece: SpokenPiece) -> list[tuple[int, float]]:
-    """(index in `text` just after the word, when its audio ends) for each word in order."""
-    if piece.words:
-        return _located(text, piece.words)
+    """(index in `text`, the piece's stripped text, just after the word; when its audio
+    ends) for each word in order: where the server placed each word, else the piece's
+    duration shared over its characters."""
+    lead = len(piece.text) - len(piece.text.lstrip())
+    if piece.words and all(word.end_char is not None for word in piece.words):
+        return [(min(max((word.end_char or 0) - lead, 0), len(text)), word.end_s) for word in piece.words]
     return [(m.end(), piece.duration_s * m.end() / len(text)) for m in _TOKEN.finditer(text)]
-
-
-def _located(text: str, words: Sequence[WordTime]) -> list[tuple[int, float]]:
-    """Word times placed in `text`: each word found after the one before (a word the text
-    does not hold, such as a normalized form, ends where the previous one did)."""
-    ends = []
-    cursor = 0
-    for word in words:
-        found = text.find(word.word.strip(), cursor) if word.word.strip() else -1
-        if found >= 0:
-            cursor = found + len(word.word.strip())
-        ends.append((cursor, word.end_s))
-    return ends
 
 
 def chat(turns: Iterable[tuple[str, str]], question: str | None = None) -> Messages:
@@ -184,11 +177,17 @@ class Turn:
         """A piece of the answer went to the speech server (its index is its position)."""
         self.pieces.append(SpokenPiece(text, 0.0))
 
+    def extend_piece(self, index: int, text: str) -> None:
+        """More text of piece `index` went to the speech server (a streamed utterance)."""
+        if 0 <= index < len(self.pieces):
+            piece = self.pieces[index]
+            self.pieces[index] = SpokenPiece(piece.text + text, piece.duration_s, piece.words)
+
     def add_words(self, index: int, words: Sequence[WordTiming]) -> None:
         """The speech server's word times for piece `index` (from the start of its audio)."""
         if 0 <= index < len(self.pieces):
             piece = self.pieces[index]
-            timed = tuple(WordTime(w.word, w.start_s, w.end_s) for w in words)
+            timed = tuple(WordTime(w.word, w.start_s, w.end_s, w.end_char) for w in words)
             self.pieces[index] = SpokenPiece(piece.text, piece.duration_s, (*(piece.words or ()), *timed))
 
     def add_audio(self, index: int, nbytes: int) -> None:

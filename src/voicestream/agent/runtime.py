@@ -4,9 +4,12 @@ from the speech server, in the order they happen.
 Two tasks write to one bounded queue, and `run` yields what the queue holds, so events
 leave in true arrival order:
 
-- the *text* task drains the LLM stream, emits `text_delta`s and submits speech requests
-  over one persistent speech session: in `bidi` mode each sentence as soon as the chunker
-  releases it, in the batch modes the whole answer once the LLM has finished;
+- the *text* task drains the LLM stream, emits `text_delta`s and sends the text, raw, over
+  one persistent speech session: in `bidi` mode each delta as it comes, as a piece of one
+  streamed utterance (the speech server cuts and normalizes it, once: latency mode's short
+  first chunk, then sentences), in the batch modes the whole answer once the LLM has
+  finished. The agent cuts and rewrites nothing, so the server's word times carry the
+  words as the LLM wrote them, at their offsets in the answer's text;
 - the *audio* task drains the session and emits `audio_chunk`s: as they arrive (`bidi`,
   `batch-stream`), or, in `batch`, only once the one request is complete, which is the
   reference's baseline.
@@ -74,7 +77,7 @@ from voicestream.protocol import (
     voice_language,
 )
 from voicestream.protocol import AudioChunk as AudioChunkEvent
-from voicestream.text import ChunkSchedule, IncrementalSentenceChunker, normalize_for_speech
+from voicestream.text import STREAMED, ChunkSchedule
 
 logger = logging.getLogger(__name__)
 
@@ -83,14 +86,12 @@ SPEECH_RESUME = ResumePolicy(attempts=3, backoff_s=0.2)
 session reconnects behind the same address and the answer goes on (WebSocket transports)."""
 AUDIO_FORMAT = "pcm16"
 SAMPLE_RATE = 24000
-DEFAULT_FIRST_CLAUSE_WORDS = 3
+DEFAULT_FIRST_CLAUSE_WORDS = STREAMED.first_words
 """Bidi's first chunk ends at the first good break once it holds three words, at the latest
-after six (see `ChunkSchedule` and docs/BENCHMARKS.md, latency mode): measured against four
-in one run, the median first audio fell from 0.40 to 0.29 of sentence mode's at a word
-error rate 0.7 points higher (2.9 against 2.2 %)."""
-DEFAULT_CHUNK_SENTENCES = (1, 2)
+after six: the speech server's streamed schedule (`voicestream.text.STREAMED`)."""
+DEFAULT_CHUNK_SENTENCES = STREAMED.sentences
 """After the first sentence: one sentence, then two at a time."""
-DEFAULT_SCHEDULE = ChunkSchedule(DEFAULT_FIRST_CLAUSE_WORDS, DEFAULT_CHUNK_SENTENCES)
+DEFAULT_SCHEDULE = STREAMED
 CLEANUP_TIMEOUT_S = 3.0
 """How long stopping the LLM and the speech session may take before they are abandoned."""
 EVENT_QUEUE_SIZE = 32
@@ -273,9 +274,9 @@ async def run(
     the first speech request was sent: in `bidi` the first sentence, in the batch modes the
     whole answer) and `first_sentence_synthesis_s` (the speech server's `elapsed_s` for it).
 
-    `schedule` sets bidi's chunk lengths: in latency mode the first chunk ends at the first
-    good break after a few words, so that a short first request is synthesized sooner; later
-    chunks are whole sentences (see `ChunkSchedule`).
+    `schedule` picks how the speech server cuts bidi's text: latency mode (any schedule with
+    `first_words`: the server's `STREAMED`, whose first chunk ends at the first good break
+    after three words, so that it is synthesized sooner) or whole sentences (without).
 
     `limits` gives the answer's deadline and how long the speech server may stay silent;
     `deadline` (on the event loop's clock) replaces `answer_timeout_s` from now, for an
@@ -297,7 +298,8 @@ async def run(
     tasks = [
         asyncio.create_task(
             _text_task(
-                answer, llm, messages, connecting, IncrementalSentenceChunker(schedule)
+                answer, llm, messages, connecting,
+                "latency" if schedule.first_words is not None else "sentences",
             ),
             name="agent-text",
         ),
@@ -341,22 +343,18 @@ async def _text_task(
     llm: Model | Agent,
     messages: Messages | None,
     connecting: asyncio.Task[SpeechSession],
-    chunker: IncrementalSentenceChunker,
+    chunking: str,
 ) -> None:
     bidi = answer.request.mode == "bidi"
     parts: list[str] = []
+    utterance: str | None = None  # bidi's streamed utterance, once its first piece went
 
-    async def speak(text: str | None) -> None:
-        spoken = normalize_for_speech(text, answer.language) if text else ""
-        if not spoken.strip():
-            return
-        session = await connecting
-        await session.submit(spoken)
-        await answer.emit(SentenceSent, index=answer.sentences, text=text)
+    async def sent(text: str) -> None:
+        """The answer's one speech request went out (its first piece, in bidi)."""
+        await answer.emit(SentenceSent, index=0, text=text)
         answer.turn.add_piece(text)
-        if answer.sentences == 0:
-            answer.first_sentence_ms = answer.t_ms()
-        answer.sentences += 1
+        answer.first_sentence_ms = answer.t_ms()
+        answer.sentences = 1
 
     try:
         stream = stream_text(llm, messages or answer.request.prompt, answer.language)
@@ -374,15 +372,23 @@ async def _text_task(
                 if answer.ttft_ms is None:
                     answer.ttft_ms = event["t_ms"]
                 answer.text_seq += 1
-                if bidi:
-                    for sentence in chunker.feed(delta):
-                        await speak(sentence)
-                else:
+                if not bidi:
                     parts.append(delta)
+                elif utterance is None and delta.strip():
+                    session = await connecting
+                    utterance = await session.submit_piece(answer.turn.text, chunking=chunking)
+                    await sent(answer.turn.text)
+                elif utterance is not None and delta:
+                    answer.turn.extend_piece(0, delta)
+                    await (await connecting).submit_piece(delta, utterance)
         finally:
             await stream.aclose()
-        await speak(chunker.flush() if bidi else "".join(parts))
         session = await connecting
+        if utterance is not None:
+            await session.submit_piece("", utterance, more=False)
+        elif not bidi and "".join(parts).strip():
+            await session.submit("".join(parts))
+            await sent("".join(parts))
         await session.close()
     except Exception as error:
         await _report(answer, error)

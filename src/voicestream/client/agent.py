@@ -51,7 +51,7 @@ DEFAULT_TIMEOUT_S = 300.0
 _AGENT_EVENT_TYPES = frozenset(
     {
         "transcript", "agent_start", "text_delta", "sentence", "audio_stream_start", "audio_chunk",
-        "audio_stream_end", "agent_end", "error",
+        "word_timestamps", "audio_stream_end", "agent_end", "error",
     }
 )
 _THREAD_QUEUE_SIZE = 64

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -22,13 +23,20 @@ SENTENCE = "It costs five dollars, said Doctor Lee, and the train leaves at noon
 
 @pytest.fixture(scope="module")
 def derived(engine: KokoroEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ModelFiles]]:
-    """fp32 and fp16 resolved offline from a cache that holds only the int8 weights."""
+    """fp32 and fp16 resolved offline from a cache that holds only the int8 weights, and the
+    int8 model's edited graph: the session's own entry (`similarity` loads int8 too), not
+    edited and stored a second time."""
     cache = tmp_path_factory.mktemp("cache")
     int8 = cache / "kokoro-82m-int8"
     int8.mkdir()
     (int8 / MODEL_FILE).symlink_to(engine.files.model_path)
     (int8 / VOICE_DIR).symlink_to(engine.files.voices_dir)
     shutil.copy(engine.files.model_path.parent / MARKER_FILE, int8 / MARKER_FILE)
+    shared = load_graph(engine.files.model_path)
+    if isinstance(shared.model, str):  # the session's graph cache could be written
+        entry = Path(shared.model).parent
+        (cache / "graphs").mkdir()
+        (cache / "graphs" / entry.name).symlink_to(entry)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VOICESTREAM_CACHE", str(cache))
         patch.setenv("VOICESTREAM_OFFLINE", "1")

@@ -35,8 +35,8 @@ def test_one_spoken_turn_and_one_barge_in(engine: KokoroEngine) -> None:
 
     (barge_in,) = report.barge_ins
     assert barge_in.status in ("cancelled", "completed")
-    assert barge_in.speech_started_ms is not None and barge_in.speech_started_ms > 0
-    assert barge_in.last_audio_ms is not None and math.isfinite(barge_in.last_audio_ms)
+    assert 0 < barge_in.speech_started_ms and math.isfinite(barge_in.last_audio_ms)
+    assert math.isfinite(barge_in.done_ms)
     if barge_in.status == "cancelled":
         assert barge_in.audio_after_done == 0
 

@@ -1,7 +1,8 @@
 """``voicestream bench voice``: the agent as a caller's voice hears it, over the Realtime API.
 
-A real speech server and the agent with the local LLM (SmolLM2, seeded as in ``bench e2e``)
-run on 127.0.0.1. Spoken questions, made by the engine in a voice other than the answers',
+A real speech server and the agent with the local LLM (SmolLM2 via llama.cpp, made as
+``voicestream agent`` makes it: unseeded, so a conversation's prompt prefix stays cached) run
+on 127.0.0.1. Spoken questions, made by the engine in a voice other than the answers',
 stream into ``WS /v1/realtime`` as a microphone sends them: 20 ms of pcm16 at 24 kHz at a
 time, paced by the wall clock, silence between them; the server's VAD ends each turn and
 answers it (``server_vad`` with ``create_response`` and ``interrupt_response``). One session
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from voicestream.audio import float_to_pcm16
-from voicestream.bench.e2e import ANSWER_TIMEOUT_S, LLM_SEED, Transcriber
+from voicestream.bench.e2e import ANSWER_TIMEOUT_S, Transcriber
 from voicestream.bench.report import Advance, Chart, Report, Table, machine_context, progress
 from voicestream.bench.stats import percentile
 from voicestream.bench.wer import word_error_rate
@@ -65,7 +66,8 @@ QUESTION_VOICE = "am_michael"
 ANSWER_VOICE = DEFAULT_VOICE
 RATE = DEFAULT_SAMPLE_RATE
 CHUNK_MS = 20
-CHUNK_BYTES = RATE * CHUNK_MS // 1000 * 2
+CHUNK_SAMPLES = RATE * CHUNK_MS // 1000
+CHUNK_BYTES = CHUNK_SAMPLES * 2
 SETTLE_S = 1.0
 """Silence after an answer before the next question is spoken."""
 TURN_TIMEOUT_S = 600.0
@@ -182,28 +184,38 @@ class Received:
 class Microphone:
     """Sends 20 ms of audio every 20 ms of wall clock: the utterances given, else silence.
 
-    A chunk leaves when its audio has been "recorded", so the sample at input time `a` is
-    spoken at `t0 + a`; an utterance starts at the next chunk boundary."""
+    A chunk leaves when its audio has been "recorded": the sample at input time `a` is spoken
+    at `t0 + a`. A loaded client sends late; then a sample counts as spoken when its chunk
+    actually left (less the audio after it in the chunk), so the client's delay is not
+    charged to the server. An utterance starts at the next chunk boundary."""
 
     def __init__(self, socket: Any) -> None:
         self.socket = socket
         self.t0 = 0.0
-        self.sent = 0
+        self.sent_at: list[float] = []
+        """When each chunk left."""
         self.pending = bytearray()
         self.late_s = 0.0
         """How far behind the wall clock the slowest chunk left (a loaded client)."""
 
-    def say(self, utterance: Utterance) -> tuple[float, float]:
-        """Queue `utterance`; the wall-clock moments its speech starts and ends."""
-        start = self.t0 + (self.sent * CHUNK_BYTES + len(self.pending)) / 2 / RATE
+    def say(self, utterance: Utterance) -> tuple[int, int]:
+        """Queue `utterance`; the input samples where its speech starts and ends."""
+        start = (len(self.sent_at) * CHUNK_BYTES + len(self.pending)) // 2
         padding = -len(utterance.pcm) % CHUNK_BYTES
         self.pending += utterance.pcm + bytes(padding)
-        return start, start + utterance.seconds
+        return start, start + len(utterance.pcm) // 2
+
+    def moment(self, sample: int) -> float:
+        """When input `sample` was spoken: its chunk's departure, or when it is due to leave."""
+        chunk = sample // CHUNK_SAMPLES
+        if chunk >= len(self.sent_at):
+            return self.t0 + sample / RATE
+        return self.sent_at[chunk] - ((chunk + 1) * CHUNK_SAMPLES - sample) / RATE
 
     async def run(self) -> None:
         self.t0 = time.perf_counter()
         while True:
-            due = self.t0 + (self.sent + 1) * CHUNK_MS / 1000
+            due = self.t0 + (len(self.sent_at) + 1) * CHUNK_MS / 1000
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
             self.late_s = max(self.late_s, time.perf_counter() - due)
             chunk = bytes(self.pending[:CHUNK_BYTES]) or bytes(CHUNK_BYTES)
@@ -212,7 +224,7 @@ class Microphone:
             await self.socket.send(
                 json.dumps({"type": "input_audio_buffer.append", "audio": audio})
             )
-            self.sent += 1
+            self.sent_at.append(time.perf_counter())
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,9 +273,11 @@ class BargeIn:
 
     question: str
     interruption: str
-    speech_started_ms: float | None
+    speech_started_ms: float
     """The interrupting speech starts → `input_audio_buffer.speech_started` received."""
-    last_audio_ms: float | None
+    done_ms: float
+    """The interrupting speech starts → the interrupted answer's `response.done` received."""
+    last_audio_ms: float
     """The interrupting speech starts → the interrupted answer's last audio delta received
     (negative: all of it had come before)."""
     status: str | None
@@ -272,11 +286,7 @@ class BargeIn:
 
     @property
     def within_goal(self) -> bool:
-        return (
-            self.status == "cancelled"
-            and self.last_audio_ms is not None
-            and self.last_audio_ms <= BARGE_IN_GOAL_MS
-        )
+        return self.status == "cancelled" and self.last_audio_ms <= BARGE_IN_GOAL_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +316,7 @@ class VoiceReport:
                     "interrupted answer to",
                     "interruption",
                     "speech_started",
+                    "response.done",
                     "last answer audio",
                     "status",
                     "audio after response.done",
@@ -315,7 +326,7 @@ class VoiceReport:
                     [
                         b.question,
                         b.interruption,
-                        *_ms([b.speech_started_ms, b.last_audio_ms]),
+                        *_ms([b.speech_started_ms, b.done_ms, b.last_audio_ms]),
                         b.status,
                         b.audio_after_done,
                         b.within_goal,
@@ -386,7 +397,6 @@ def measure_voice(
     `silence_ms` is the VAD's `silence_duration_ms` (the least the end of a turn can take);
     `interrupt_after_s` how long an answer plays before the next question is spoken over it."""
     from voicestream.agent.app import AgentSettings, create_app, running_agent
-    from voicestream.agent.llm import create_model
     from voicestream.agent.runtime import AnswerLimits
 
     quiet_agentcore_logs()
@@ -402,14 +412,15 @@ def measure_voice(
         *([questions[-1]] if interruptions else []),
         *interruptions,
     ]
-    llm = FirstTokens(create_model("local", max_tokens=max_tokens, seed=LLM_SEED))
     limits = AnswerLimits(answer_timeout_s=ANSWER_TIMEOUT_S, speech_timeout_s=ANSWER_TIMEOUT_S)
     steps = 2 * len(texts) + len(questions) * (transcribe is not None)  # speak, answer, score
     with progress("bench voice", steps) as advance:
         utterances = {text: spoken(engine, text) for text in dict.fromkeys(texts)}
         advance(len(texts))
         with running_server(engine) as speech_url:
-            app = create_app(AgentSettings(speech_url=speech_url, limits=limits), llm=llm)
+            settings = AgentSettings(speech_url=speech_url, max_tokens=max_tokens, limits=limits)
+            llm = FirstTokens(settings.create_model())  # as `voicestream agent` makes it: unseeded
+            app = create_app(settings, llm=llm)
             with running_agent(app) as agent_url:
                 session = _Session(
                     agent_url.replace("http://", "ws://"), llm, utterances, silence_ms, advance
@@ -441,17 +452,15 @@ def _notes(turns: list[VoiceTurn], barge_ins: list[BargeIn], late_s: float) -> l
             f"voice to voice: median {median:,.0f} ms, p95 {percentile(voice, 0.95):,.0f} ms "
             f"({verdict} the {VOICE_TO_VOICE_GOAL_MS:,.0f} ms goal)"
         )
-    reactions = [
-        b.last_audio_ms
-        for b in barge_ins
-        if b.status == "cancelled" and b.last_audio_ms is not None
-    ]
+    reactions = [b.last_audio_ms for b in barge_ins if b.status == "cancelled"]
     if reactions:
         worst = max(reactions)
         verdict = "meets" if worst <= BARGE_IN_GOAL_MS else "misses"
+        when = f"{worst:,.0f} ms after" if worst > 0 else f"{-worst:,.0f} ms before"
         lines.append(
-            f"barge-in: the last audio of an interrupted answer came at most {worst:,.0f} ms after the "
-            f"interrupting speech began ({verdict} the {BARGE_IN_GOAL_MS:,.0f} ms goal)"
+            f"barge-in: the last audio of an interrupted answer came at worst {when} the interrupting "
+            f"speech began ({verdict} the {BARGE_IN_GOAL_MS:,.0f} ms goal; before: the answer's next "
+            "audio was not rendered yet when the cancel came)"
         )
     for b in barge_ins:
         if b.status != "cancelled":
@@ -553,12 +562,12 @@ class _Session:
     async def _turn(self, microphone: Microphone, question: str) -> VoiceTurn:
         """Speak `question`, wait for its answer to be done, then a little silence."""
         _, end = microphone.say(self.utterances[question])
-        created = await self._answer_begins(end)
+        created = await self._answer_begins(microphone.moment(end))
         response_id = created["response"]["id"]
         await self.received.wait(lambda: self._done(response_id), TURN_TIMEOUT_S)
         await asyncio.sleep(SETTLE_S)
         self.advance()
-        return self._voice_turn(question, end)
+        return self._voice_turn(question, microphone.moment(end))
 
     async def _answer_begins(self, speech_end: float) -> dict[str, Any]:
         """The `response.created` of the turn that ends after `speech_end`."""
@@ -626,7 +635,7 @@ class _Session:
         _, end = microphone.say(self.utterances[question])
         previous = question
         for interruption in interruptions:
-            created = await self._answer_begins(end)
+            created = await self._answer_begins(microphone.moment(end))
             response_id = created["response"]["id"]
             await self.received.wait(
                 lambda rid=response_id: self.received.find(
@@ -635,22 +644,28 @@ class _Session:
                 TURN_TIMEOUT_S,
             )
             await asyncio.sleep(interrupt_after_s)
-            start, end = microphone.say(self.utterances[interruption])
+            first, end = microphone.say(self.utterances[interruption])
             done_at, done = await self.received.wait(
                 lambda rid=response_id: self._done(rid), TURN_TIMEOUT_S
             )
+            due = microphone.moment(first)  # when it is due to leave: no event comes earlier
+            started_at, _ = await self.received.wait(  # the server sends it after the cancel
+                lambda at=due: self.received.find("input_audio_buffer.speech_started", at),
+                TURN_TIMEOUT_S,
+            )
+            start = microphone.moment(first)
             deltas = [
                 t
                 for t, _ in self.received.all(
                     "response.output_audio.delta", response_id=response_id
                 )
             ]
-            started = self.received.find("input_audio_buffer.speech_started", start)
             results.append(
                 BargeIn(
                     question=previous,
                     interruption=interruption,
-                    speech_started_ms=None if started is None else 1000 * (started[0] - start),
+                    speech_started_ms=1000 * (started_at - start),
+                    done_ms=1000 * (done_at - start),
                     last_audio_ms=1000 * (deltas[-1] - start),
                     status=done["response"]["status"],
                     audio_after_done=sum(1 for t in deltas if t > done_at),
@@ -658,7 +673,8 @@ class _Session:
             )
             previous = interruption
             self.advance()
-        last = (await self._answer_begins(end))["response"]["id"]  # not measured: stopped at once
+        # The last interruption's answer is not measured: stopped once it begins.
+        last = (await self._answer_begins(microphone.moment(end)))["response"]["id"]
         if not self._done(last):
             await self.socket.send(json.dumps({"type": "response.cancel", "response_id": last}))
         await self.received.wait(lambda: self._done(last), TURN_TIMEOUT_S)

@@ -31,11 +31,16 @@ def checked(event: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def echo_agent(speech_server: str, **settings: Any) -> Iterator[tuple[str, LLMStub]]:
-    """The agent answering from an echo LLM; yields its ws:// base URL and the stub."""
+def echo_agent(
+    speech_server: str, services: list[Any] | None = None, **settings: Any
+) -> Iterator[tuple[str, LLMStub]]:
+    """The agent answering from an echo LLM; yields its ws:// base URL and the stub (and
+    appends its `AgentService` to `services`, for a test that reads its conversations)."""
     with openai_echo_server() as stub:
         llm = create_model("openai", model="echo", base_url=stub.url, api_key="test")
         app = create_app(AgentSettings(speech_url=speech_server, **settings), llm=llm)
+        if services is not None:
+            services.append(app.state.service)
         with running_agent(app) as url:
             yield url.replace("http://", "ws://"), stub
 

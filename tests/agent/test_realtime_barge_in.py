@@ -13,7 +13,10 @@ from typing import Any
 
 import httpx
 from openai import AsyncOpenAI
+from tests.agent.llm_stubs import echo
 from tests.agent.realtime_checks import b64, checked, chunks, echo_agent, silence, spoken
+
+from voicestream.protocol import SESSION_HEADER, new_session_id
 
 
 async def cancelled_requests(speech_server: str) -> float:
@@ -25,6 +28,14 @@ async def cancelled_requests(speech_server: str) -> float:
     )
 
 
+async def remembered(service: Any, conversation: str) -> list[str]:
+    """The texts of a conversation's finished turns, once the interrupted one has finished."""
+    async with asyncio.timeout(30):
+        while len(history := service.conversations.history(conversation)) < 2:
+            await asyncio.sleep(0.05)
+    return [block["text"] for message in history for block in message["content"]]
+
+
 def bare(text: str) -> str:
     return text.strip().rstrip(string.punctuation)
 
@@ -32,11 +43,15 @@ def bare(text: str) -> str:
 async def test_speech_over_an_answer_cancels_it_and_the_conversation_keeps_what_was_heard(
     speech_server,
 ):
-    with echo_agent(speech_server) as (url, llm):
+    services: list[Any] = []
+    conversation = new_session_id()
+    with echo_agent(speech_server, services) as (url, llm):
         client = AsyncOpenAI(api_key="unused", websocket_base_url=f"{url}/v1")
         async with (
             asyncio.timeout(240),
-            client.realtime.connect(model="gpt-realtime") as connection,
+            client.realtime.connect(
+                model="gpt-realtime", extra_headers={SESSION_HEADER: conversation}
+            ) as connection,
         ):
 
             async def next_event() -> dict[str, Any]:
@@ -98,6 +113,12 @@ async def test_speech_over_an_answer_cancels_it_and_the_conversation_keeps_what_
             kinds = [e["type"] for e in after_done]
             assert "input_audio_buffer.speech_started" in kinds
             assert not [e for e in after_done if e.get("response_id") == answer]
+
+            # Before any truncate, the server's own estimate of what was heard (the real
+            # time since the first audio went out): a word-cut prefix, not the whole answer.
+            whole = echo(llm.requests[0]["messages"])
+            estimate = (await remembered(services[0], conversation))[1]
+            assert estimate and whole.startswith(estimate) and len(estimate) < len(whole)
 
             await connection.conversation.item.truncate(
                 item_id=item_id, content_index=0, audio_end_ms=heard_ms

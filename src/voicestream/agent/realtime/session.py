@@ -90,7 +90,13 @@ class RealtimeSession:
         self.conversation = RealtimeConversation(history)
         self._send = send
         self._drop = drop
-        self.audio = self._input_audio(0)
+        try:
+            self.audio = self._input_audio(0)
+        except RealtimeError:  # no faster-whisper here (the slim image): manual turns
+            self.config = updated_session(
+                self.config, {"audio": {"input": {"turn_detection": None}}}
+            )
+            self.audio = self._input_audio(0)
         self.response: Response | None = None
         self.last_response: Response | None = None
         self.transcribing: asyncio.Task[str] | None = None

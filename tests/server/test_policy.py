@@ -114,16 +114,22 @@ def test_three_long_answers_beyond_the_cores_degrade_alike() -> None:
     assert [start.request for start in again.starts] == [1, 2]
 
 
-def test_a_listeners_next_request_renders_ahead_unless_its_current_one_waits_for_the_cores() -> None:
+def test_a_listeners_next_request_renders_ahead_once_its_current_one_speaks() -> None:
     """Request 1 of the session renders ahead on a yielding worker, windowed (so that it can
-    move up once it is needed), beside request 0 or after it has a worker; not while request
-    0 waits for an urgent worker, and never a third."""
+    move up once it is needed), once request 0's audio has started: not before (its first
+    audio comes first), not while request 0 waits for an urgent worker, not beyond the
+    listener's share, and never a third."""
     listener = [ListenerView(1, 1.0)]
-    requests = [RequestView(0, 1, phonemes=30, planned=True), RequestView(1, 1, phonemes=30), RequestView(2, 1, phonemes=9)]
+    speaking = RequestView(0, 1, phonemes=30, planned=True, spoken=True)
+    requests = [speaking, RequestView(1, 1, phonemes=30), RequestView(2, 1, phonemes=9)]
     assert decide(snapshot(listener, requests)).starts == (Start(0, URGENT, False), Start(1, YIELDING, True))
     assert decide(snapshot(listener, requests, urgent_free=0)).starts == (Start(0, YIELDING, True),)  # none ahead
-    running = [replace(requests[0], running=URGENT), *requests[1:]]
+    running = [replace(speaking, running=URGENT), *requests[1:]]
     assert decide(snapshot(listener, running, urgent_free=0)).starts == (Start(1, YIELDING, True),)
+    silent = [replace(speaking, spoken=False), *requests[1:]]
+    assert decide(snapshot(listener, silent)).starts == (Start(0, URGENT, False),)
+    holding = [ListenerView(1, 1.0, held_bytes=Budgets().listener_budget_bytes)]
+    assert decide(snapshot(holding, running)).starts == ()
 
 
 def test_the_byte_budgets_hold_a_listener_back() -> None:
@@ -141,11 +147,11 @@ def test_the_byte_budgets_hold_a_listener_back() -> None:
 
 
 def test_a_request_waiting_past_stale_after_is_stale_unless_a_piece_was_taken() -> None:
-    budgets = Budgets(stale_after_s=5.0)
-    listeners = [ListenerView(1), ListenerView(2), ListenerView(3, held_bytes=10**9)]
+    budgets = Budgets(stale_after_s=5.0, listener_budget_bytes=1_000, buffer_budget_bytes=10**6)
+    listeners = [ListenerView(1), ListenerView(2), ListenerView(3, held_bytes=1_000)]
     requests = [
         RequestView(0, 1, phonemes=30, waited_s=6.0),  # due, unplanned, too long: stale
-        RequestView(1, 2, phonemes=30, waited_s=6.0, planned=True),  # speaking already
+        RequestView(1, 2, phonemes=30, waited_s=6.0, planned=True, spoken=True),  # speaking already
         RequestView(2, 2, phonemes=30, waited_s=60.0),  # behind request 1: not due (it renders ahead)
         RequestView(3, 3, phonemes=30, waited_s=6.0),  # parked by its budget: stale all the same
     ]

@@ -17,11 +17,12 @@ model): the scheduler takes the snapshot, calls `decide` and applies the `Decisi
 - A windowed run is left after its current part (the rest placed again) when its listener
   now has slack in hand and another listener is urgent, when an urgent listener with less
   slack waits for its worker, or, yielding, when an urgent worker is free for it.
-- A listener's earliest request not rendered to the end is the one it needs; the request
-  after it renders ahead on a free yielding worker, windowed (so that it can move up), unless
-  that one waits for an urgent worker. A listener renders only while it holds less than its
-  share of the byte budget (or holds nothing); its earliest request is stale once it has
-  waited past ``stale_after_s`` with no piece taken.
+- A listener's earliest request not rendered to the end is the one it needs; once that one's
+  audio has started, the request after it renders ahead on a free yielding worker, windowed
+  (so that it can move up), unless the first waits for an urgent worker. A listener renders
+  only while it holds less than its share of the byte budget, or, for the request it needs,
+  holds nothing; that request is stale once it has waited past ``stale_after_s`` with no
+  piece taken.
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ class RequestView:
     speed: float = 1.0
     planned: bool = False
     """A worker has taken a piece of it: it can no longer go stale."""
+    spoken: bool = False
+    """Some of its audio has been handed over."""
     waited_s: float = 0.0
     """Since it became due (its listener's earlier requests all rendered)."""
     running: Lane | None = None
@@ -175,10 +178,11 @@ def decide(snapshot: Snapshot) -> Decisions:
     share = snapshot.budgets.share(len(snapshot.listeners))
     total_held = sum(listener.held_bytes for listener in snapshot.listeners)
 
-    def within_budget(listener: ListenerView) -> bool:
-        if listener.held_bytes == 0:
-            return True
+    def within_share(listener: ListenerView) -> bool:
         return listener.held_bytes < share and total_held < snapshot.budgets.buffer_budget_bytes
+
+    def within_budget(listener: ListenerView) -> bool:
+        return listener.held_bytes == 0 or within_share(listener)
 
     needs = [
         need(request, listeners[request.listener], snapshot) for request in heads.values()
@@ -205,8 +209,9 @@ def decide(snapshot: Snapshot) -> Decisions:
             free[Lane.YIELDING] -= 1
     held_up = {n.request.listener for n in blocked}
     for request in ahead.values():
-        listener = listeners[request.listener]
-        if request.running is None and free[Lane.YIELDING] and request.listener not in held_up and within_budget(listener):
+        head, listener = heads[request.listener], listeners[request.listener]
+        may = head.spoken and request.listener not in held_up and within_share(listener)
+        if request.running is None and free[Lane.YIELDING] and may:
             starts.append(Start(request.key, Lane.YIELDING, snapshot.can_window))  # moved up at a part if needed
             free[Lane.YIELDING] -= 1
     others_urgent = sum(n.lane is Lane.URGENT for n in needs)

@@ -10,9 +10,9 @@ silent. A listener with slack in hand yields: one thread at nice +10, the piece 
 slack goes first; of listeners that run dry whatever renders, the least audio left, then the
 shortest render. A windowed piece is left after a part when the policy places its rest
 elsewhere (its listener now has slack in hand beside an urgent one, an urgent one with less
-slack waits, or an urgent worker is free for a yielding one). A listener's next request
-renders ahead on a yielding worker, windowed, while its current one does not wait for an
-urgent worker (the session keeps the wire order).
+slack waits, or an urgent worker is free for a yielding one). Once a request's audio has
+started, its listener's next request renders ahead on a yielding worker, windowed, unless
+the first waits for an urgent worker (the session keeps the wire order).
 
 Who owns what: the event loop owns the jobs, the listeners and every count below, takes a
 frozen `Snapshot` for the policy and hands each start to an idle worker as a frozen
@@ -315,7 +315,7 @@ class SynthesisScheduler:
         running = self._running.get(job)
         return RequestView(
             key=job.seq, listener=id(job.listener), phonemes=running.phonemes if running else _next_phonemes(job),
-            speed=job.speed, planned=job.pieces is not None, waited_s=now - job.due_since,
+            speed=job.speed, planned=job.pieces is not None, spoken=job.audio_seconds > 0, waited_s=now - job.due_since,
             running=running.order.lane if running else None, leavable=running.leavable if running else False,
         )
 

@@ -3,7 +3,7 @@
 // player's own clock), the part the listener did not hear when they cut it short, the
 // figures measured in the page and a timeline of arrivals.
 
-import { locateWords, wordAt } from "./words.js";
+import { placeWords, wordAt } from "./words.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff";
@@ -71,15 +71,21 @@ export class AnswerView {
     this.renderText();
   }
 
-  /** The agent sent `text` (a piece of the answer) to speech as sentence `index`. */
+  /** The agent sent the answer to speech as sentence `index`, from `text` on: the request
+   * speaks the answer from there to the next sentence's start (in bidi one streamed request
+   * speaks all of it, as it comes). */
   sentence(index, text) {
-    const wanted = text.trim();
-    const searchFrom = this.sentences.length ? this.sentences.at(-1).end : 0;
-    let start = this.text.indexOf(wanted, searchFrom);
-    if (start < 0) start = searchFrom;
-    const end = Math.min(this.text.length, start + wanted.length);
-    this.sentences.push({ index, start, end });
+    const searchFrom = this.sentences.length ? this.sentences.at(-1).start + 1 : 0;
+    const found = this.text.indexOf(text, Math.min(searchFrom, this.text.length));
+    this.sentences.push({ index, start: found < 0 ? searchFrom : found });
     this.renderText();
+  }
+
+  /** Each sentence's span in `text`: from its start to the next one's (or the text's end). */
+  spans() {
+    return this.sentences.map(({ index, start }, i) => ({
+      index, start, end: i + 1 < this.sentences.length ? this.sentences[i + 1].start : this.text.length,
+    }));
   }
 
   speak(index) {
@@ -94,13 +100,10 @@ export class AnswerView {
     this.sentenceWords.set(index, [...(this.sentenceWords.get(index) ?? []), ...words]);
   }
 
-  /** Sentence `index`'s timed words placed in `text` (words.js). */
+  /** Sentence `index`'s timed words placed in `text`: the agent gives their offsets in
+   * the answer's text (words.js). */
   locatedWords(index) {
-    const sentence = this.sentences.find((s) => s.index === index);
-    if (!sentence) return [];
-    const piece = this.text.slice(sentence.start, sentence.end);
-    return locateWords(piece, this.sentenceWords.get(index) ?? [])
-      .map((w) => ({ ...w, start: sentence.start + w.start, end: sentence.start + w.end }));
+    return placeWords(this.text, this.sentenceWords.get(index) ?? []);
   }
 
   /** The player is `seconds` into sentence `index`'s audio: highlight the word spoken then. */
@@ -122,7 +125,7 @@ export class AnswerView {
    * reaches). */
   wordEnds(index, seconds) {
     if (this.sentenceWords.get(index)?.length) return this.locatedWords(index).map((w) => [w.end, w.endS]);
-    const { start, end } = this.sentences.find((s) => s.index === index);
+    const { start, end } = this.spans().find((s) => s.index === index);
     const piece = this.text.slice(start, end);
     return [...piece.matchAll(WORD)].map((w) => {
       const wordEnd = w.index + w[0].length;
@@ -137,7 +140,7 @@ export class AnswerView {
   cut(heardSeconds, sentenceSeconds) {
     let offset = 0;
     let heard = 0;
-    for (const { index, start, end } of this.sentences) {
+    for (const { index, start, end } of this.spans()) {
       const seconds = sentenceSeconds.get(index) ?? 0;
       if (seconds <= 0 || start >= end) break;
       let whole = true;
@@ -163,7 +166,7 @@ export class AnswerView {
     const parts = [];
     let cursor = 0;
     const limit = this.heardChars ?? this.text.length;
-    for (const { index, start, end } of this.sentences) {
+    for (const { index, start, end } of this.spans()) {
       if (start >= limit) break;
       if (start > cursor) parts.push(document.createTextNode(this.text.slice(cursor, start)));
       const span = document.createElement("span");

@@ -1,15 +1,16 @@
 // The speech playground: the speech server's WebSocket session, heard in the page, with the
-// word being spoken highlighted (the session's word times on the player's own clock).
+// word being spoken highlighted (the session's word times on the player's own clock). Live
+// mode sends what is typed, raw, as pieces of one streamed utterance (PROTOCOL.md 1.1): the
+// server cuts and normalizes it; a pause in typing ends the utterance.
 
 import { postJson } from "./api.js";
 import { PcmPlayer } from "./player.js";
 import { SpeechSocket } from "./speech-socket.js";
 import { fillVoices } from "./voices.js";
-import { locateWords, wordAt } from "./words.js";
+import { placeWords, wordAt } from "./words.js";
 
 const SAMPLE_RATE = 24000;
 const LIVE_PAUSE_MS = 700;
-const SENTENCE = /^\s*([\s\S]*?[.!?…]+["'”’)\]]*)(?=\s)/;
 const EXTENSIONS = { wav: "wav", mp3: "mp3", opus: "opus", aac: "m4a", flac: "flac", pcm16: "pcm" };
 const ui = Object.fromEntries(
   ["text", "speak", "live", "voice", "speed", "speed-value", "format", "download", "level", "status", "ttfa", "spoken"]
@@ -21,6 +22,7 @@ let counter = 0;
 let liveCursor = 0;
 let liveTimer = null;
 let playing = null; // id of the request whose frames are arriving
+let utterance = null; // id of live mode's open streamed utterance
 // id -> { text, sentAt, heardAt, cancelled, item, words, word, highlights, duration, playedTo }
 const requests = new Map();
 
@@ -77,7 +79,7 @@ function highlight(id, seconds) {
   if (!request) return;
   if (seconds !== null) request.playedTo = seconds;
   for (const [other, each] of requests) if (other !== id) showWord(each, null);
-  const word = seconds === null ? undefined : wordAt(locateWords(request.text, request.words), seconds);
+  const word = seconds === null ? undefined : wordAt(placeWords(request.text, request.words), seconds);
   if (word && word.start !== request.word?.start) {
     request.highlights.push({ seconds, text: request.text.slice(word.start, word.end), start_s: word.startS, end_s: word.endS });
   }
@@ -98,8 +100,8 @@ function showWord(request, word) {
   said.replaceChildren(request.text.slice(0, word.start), mark, request.text.slice(word.end));
 }
 
-async function synthesize(text, { first }) {
-  const id = `p${++counter}`;
+/** Send `text` as a new request; with `more`, as the first piece of a streamed utterance. */
+async function synthesize(text, { first, more, id = `p${++counter}` }) {
   const item = document.createElement("li");
   item.innerHTML = '<span class="said"></span><small class="note"></small>';
   item.querySelector(".said").textContent = text;
@@ -111,10 +113,23 @@ async function synthesize(text, { first }) {
   await socket.send({
     type: "synthesize", request_id: id, text, voice: ui.voice.value,
     speed: Number(ui.speed.value), format: "pcm16", sample_rate: SAMPLE_RATE, word_timestamps: true,
+    ...(more === undefined ? {} : { continue: more }),
   });
+  return id;
+}
+
+/** More text of the streamed utterance `id` (`more` false: its last piece). */
+async function extend(id, text, more) {
+  const request = requests.get(id);
+  if (request) {
+    request.text += text;
+    if (!request.word) request.item.querySelector(".said").textContent = request.text;
+  }
+  await socket.send({ type: "synthesize", request_id: id, text, continue: more });
 }
 
 async function stopAll() {
+  utterance = null;
   for (const request of requests.values()) request.cancelled = true;
   player?.stop();
   if (socket.socket) await socket.send({ type: "cancel" });
@@ -132,30 +147,29 @@ async function speak() {
   liveCursor = ui.text.value.length;
 }
 
-/** Sends each sentence finished since the last call; with `final`, what remains too. */
-async function sendFinished({ final = false } = {}) {
+/** Sends what was typed since the last call, raw, as a piece of the open utterance (or the
+ * first piece of a new one); with `final` (a pause in typing), ends the utterance. */
+async function sendTyped({ final = false } = {}) {
   if (liveCursor > ui.text.value.length) liveCursor = ui.text.value.length;
-  for (;;) {
-    const rest = ui.text.value.slice(liveCursor);
-    const match = rest.match(SENTENCE);
-    if (match) {
-      liveCursor += match[0].length;
-      await synthesize(match[1], { first: ui.spoken.childElementCount === 0 });
-    } else {
-      if (final && rest.trim() && /[.!?…]["'”’)\]]*\s*$/.test(rest)) {
-        liveCursor += rest.length;
-        await synthesize(rest.trim(), { first: ui.spoken.childElementCount === 0 });
-      }
-      return;
-    }
+  const typed = ui.text.value.slice(liveCursor);
+  if (utterance === null && typed.trim()) {
+    liveCursor += typed.length;
+    const id = `p${++counter}`;
+    utterance = final ? null : id; // before the send: input while it goes adds to this one
+    await synthesize(typed, { first: ui.spoken.childElementCount === 0, more: !final, id });
+  } else if (utterance !== null && (typed || final)) {
+    liveCursor += typed.length;
+    const id = utterance;
+    if (final) utterance = null;
+    await extend(id, typed, !final);
   }
 }
 
 function onInput() {
   if (!ui.live.checked) return;
   clearTimeout(liveTimer);
-  sendFinished().catch((error) => showError(error.message));
-  liveTimer = setTimeout(() => sendFinished({ final: true }).catch((error) => showError(error.message)), LIVE_PAUSE_MS);
+  sendTyped().catch((error) => showError(error.message));
+  liveTimer = setTimeout(() => sendTyped({ final: true }).catch((error) => showError(error.message)), LIVE_PAUSE_MS);
 }
 
 async function download() {

@@ -1,22 +1,20 @@
-// Word times (from the speech server's `word_timestamps`) placed in the text they speak, the
-// way the agent's conversation.py places them, so the pages and the agent agree on which
-// word was where: each word is looked for after the one before; a word the text does not
-// hold (a normalized form) is empty and ends where the previous one did.
+// Word times (from the speech server's `word_timestamps`) placed in the text they speak. The
+// server gives each word its offsets in the text as sent (`start_char`, `end_char`, in code
+// points: PROTOCOL.md 1.9), so the page, the agent's memory and the server agree on which
+// word was where without guessing.
 
-/** `words` ([{ word, start_s, end_s }]) in `text`: [{ start, end, startS, endS, found }],
- * `start`/`end` indexes in `text`. */
-export function locateWords(text, words) {
-  let cursor = 0;
-  return words.map(({ word, start_s: startS, end_s: endS }) => {
-    const wanted = word.trim();
-    const found = wanted ? text.indexOf(wanted, cursor) : -1;
-    const start = found >= 0 ? found : cursor;
-    if (found >= 0) cursor = found + wanted.length;
-    return { start, end: cursor, startS, endS, found: found >= 0 };
-  });
+/** `words` ([{ word, start_s, end_s, start_char, end_char }]) in `text`, the text they were
+ * timed in: [{ start, end, startS, endS }], `start`/`end` indexes (UTF-16) in `text`. */
+export function placeWords(text, words) {
+  const units = [0];
+  for (const char of text) units.push(units.at(-1) + char.length);
+  const at = (offset) => units[Math.min(offset, units.length - 1)];
+  return words
+    .filter((w) => Number.isInteger(w.start_char) && Number.isInteger(w.end_char))
+    .map((w) => ({ start: at(w.start_char), end: at(w.end_char), startS: w.start_s, endS: w.end_s }));
 }
 
-/** The located word being spoken `seconds` into the audio, or undefined between words. */
-export function wordAt(located, seconds) {
-  return located.find((w) => w.found && w.startS <= seconds && seconds < w.endS);
+/** The placed word being spoken `seconds` into the audio, or undefined between words. */
+export function wordAt(placed, seconds) {
+  return placed.find((w) => w.startS <= seconds && seconds < w.endS);
 }

@@ -462,6 +462,13 @@ def _notes(turns: list[VoiceTurn], barge_ins: list[BargeIn], late_s: float) -> l
             f"speech began ({verdict} the {BARGE_IN_GOAL_MS:,.0f} ms goal; before: the answer's next "
             "audio was not rendered yet when the cancel came)"
         )
+        cancelled = [b for b in barge_ins if b.status == "cancelled"]
+        if not any(b.audio_after_done for b in cancelled):
+            bound = max(b.done_ms for b in cancelled)
+            lines.append(
+                "no audio of a cancelled answer came after its response.done, so none could have come "
+                f"later than response.done: at worst {bound:,.0f} ms after the interrupting speech began"
+            )
     for b in barge_ins:
         if b.status != "cancelled":
             lines.append(

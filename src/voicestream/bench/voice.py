@@ -85,10 +85,6 @@ class Utterance:
     text: str
     pcm: bytes
 
-    @property
-    def seconds(self) -> float:
-        return len(self.pcm) / 2 / RATE
-
 
 def spoken(engine: KokoroEngine, text: str, voice: str = QUESTION_VOICE) -> Utterance:
     """`text` as the engine speaks it, trimmed to its speech, so that where the speech starts
@@ -106,44 +102,44 @@ class FirstTokens:
 
     def __init__(self, model: Any) -> None:
         self.model = model
-        self.streams: list[list[float | None]] = []
-        """[began, first token] of each stream, in the order they began."""
+        self.streams: list[list[float]] = []
+        """[began] or [began, first token] of each stream, in the order they began."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 
     async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        timed: list[float | None] = [time.perf_counter(), None]
+        timed = [time.perf_counter()]
         self.streams.append(timed)
         events = self.model.stream(*args, **kwargs)
         try:
             async for event in events:
-                if timed[1] is None and event.get("contentBlockDelta", {}).get("delta", {}).get(
+                if len(timed) == 1 and event.get("contentBlockDelta", {}).get("delta", {}).get(
                     "text"
                 ):
-                    timed[1] = time.perf_counter()
+                    timed.append(time.perf_counter())
                 yield event
         finally:
             await events.aclose()  # closing the stream stops the generation (see stream_text)
 
     def first_token(self, after: float) -> float | None:
         """The first token of the first stream that began at or after `after`."""
-        return next(
-            (first for began, first in self.streams if began is not None and began >= after), None
-        )
+        timed = next((timed for timed in self.streams if timed[0] >= after), None)
+        return timed[1] if timed and len(timed) > 1 else None
 
 
 @dataclass
 class Received:
-    """Every server event with the `time.perf_counter()` it arrived at."""
+    """Every server event with the `time.perf_counter()` it arrived at, by type (an answer
+    brings thousands of audio deltas; a wait looks only at the type it waits for)."""
 
-    events: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    events: dict[str, list[tuple[float, dict[str, Any]]]] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     failure: str | None = None
     """Why no more events will come (an `error` event, the socket closed): waits stop at once."""
 
     def add(self, event: dict[str, Any]) -> None:
-        self.events.append((time.perf_counter(), event))
+        self.events.setdefault(event["type"], []).append((time.perf_counter(), event))
         self.changed.set()
 
     def fail(self, reason: str) -> None:
@@ -152,22 +148,13 @@ class Received:
 
     def find(self, kind: str, since: float, **fields: Any) -> tuple[float, dict[str, Any]] | None:
         """The first event of type `kind` received at or after `since` with these fields."""
-        return next(
-            (
-                (t, e)
-                for t, e in self.events
-                if t >= since
-                and e["type"] == kind
-                and all(e.get(k) == v for k, v in fields.items())
-            ),
-            None,
-        )
+        return next(((t, e) for t, e in self.all(kind, **fields) if t >= since), None)
 
     def all(self, kind: str, **fields: Any) -> list[tuple[float, dict[str, Any]]]:
         return [
             (t, e)
-            for t, e in self.events
-            if e["type"] == kind and all(e.get(k) == v for k, v in fields.items())
+            for t, e in self.events.get(kind, [])
+            if all(e.get(k) == v for k, v in fields.items())
         ]
 
     async def wait(self, find: Callable[[], Any], timeout_s: float) -> Any:

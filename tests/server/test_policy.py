@@ -130,6 +130,9 @@ def test_a_listeners_next_request_renders_ahead_once_its_current_one_speaks() ->
     assert decide(snapshot(listener, silent)).starts == (Start(0, URGENT, False),)
     holding = [ListenerView(1, 1.0, held_bytes=Budgets().listener_budget_bytes)]
     assert decide(snapshot(holding, running)).starts == ()
+    ahead = [running[0], replace(requests[1], planned=True, running=YIELDING, leavable=True)]
+    assert decide(snapshot(holding, ahead)).leave == {1}  # rendering ahead stops at a part once the share is spent
+    assert decide(snapshot(listener, ahead)).leave == set()
 
 
 def test_the_byte_budgets_hold_a_listener_back() -> None:

@@ -19,10 +19,10 @@ model): the scheduler takes the snapshot, calls `decide` and applies the `Decisi
   slack waits for its worker, or, yielding, when an urgent worker is free for it.
 - A listener's earliest request not rendered to the end is the one it needs; once that one's
   audio has started, the request after it renders ahead on a free yielding worker, windowed
-  (so that it can move up), unless the first waits for an urgent worker. A listener renders
-  only while it holds less than its share of the byte budget, or, for the request it needs,
-  holds nothing; that request is stale once it has waited past ``stale_after_s`` with no
-  piece taken.
+  (so that it can move up, or stop at a part once the listener's share is spent), unless the
+  first waits for an urgent worker. A listener renders only while it holds less than its
+  share of the byte budget, or, for the request it needs, holds nothing; that request is
+  stale once it has waited past ``stale_after_s`` with no piece taken.
 """
 
 from __future__ import annotations
@@ -214,6 +214,8 @@ def decide(snapshot: Snapshot) -> Decisions:
         if request.running is None and free[Lane.YIELDING] and may:
             starts.append(Start(request.key, Lane.YIELDING, snapshot.can_window))  # moved up at a part if needed
             free[Lane.YIELDING] -= 1
+        elif request.leavable and not within_share(listener):  # ahead of need: no further than the share
+            leave.add(request.key)
     others_urgent = sum(n.lane is Lane.URGENT for n in needs)
     for run in running:
         if run.request.key in leave:

@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Callable, Iterator
 
 os.environ.setdefault("VOICESTREAM_OFFLINE", "1")  # tests never reach the model hub
+# Bytecode is cached, whatever PYTHONDONTWRITEBYTECODE says (it is set on the CI machines): each
+# test worker and each `voicestream serve` or CLI subprocess otherwise compiles every module it
+# imports from source (about 5 s of CPU to collect the suite). pyproject's compile-bytecode
+# does the same for the installed packages.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 from typing import TYPE_CHECKING
 

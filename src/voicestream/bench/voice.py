@@ -643,7 +643,7 @@ class _Session:
                 lambda rid=response_id: self._done(rid), TURN_TIMEOUT_S
             )
             due = microphone.moment(first)  # when it is due to leave: no event comes earlier
-            started_at, _ = await self.received.wait(  # the server sends it after the cancel
+            started_at, _ = await self.received.wait(  # sent just before the cancelled response.done
                 lambda at=due: self.received.find("input_audio_buffer.speech_started", at),
                 TURN_TIMEOUT_S,
             )

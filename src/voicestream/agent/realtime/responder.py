@@ -214,7 +214,7 @@ class Response:
             async with contextlib.aclosing(answer):
                 async for event in answer:
                     if self.muted:
-                        break
+                        return  # cut: whoever muted it ends it (cancel, as cancelled)
                     if event["type"] == "error":
                         failure = {
                             "type": "failed",

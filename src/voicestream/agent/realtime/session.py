@@ -201,9 +201,14 @@ class RealtimeSession:
         vad = self.config.audio.input.turn_detection
         for turn in self.audio.append(data):
             if isinstance(turn, SpeechStart):
-                if vad is not None and vad.interrupt_response:
-                    await self._interrupt()
+                interrupting = vad is not None and vad.interrupt_response
+                if interrupting and self.response is not None:
+                    self.response.muted = True  # none of its audio follows speech_started
+                # OpenAI's order, which pipecat and LiveKit stop playback on: speech_started,
+                # then the interrupted answer's response.done (cancelled).
                 await self.send(SpeechStarted(audio_start_ms=turn.ms, item_id=self.audio.item_id))
+                if interrupting:
+                    await self._interrupt()
             elif isinstance(turn, SpeechStop):
                 await self.send(SpeechStopped(audio_end_ms=turn.ms, item_id=self.audio.item_id))
                 start_ms = max(0, turn.ms - self.audio.held_ms)

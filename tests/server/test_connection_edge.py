@@ -246,6 +246,24 @@ async def test_a_peer_that_never_speaks_is_closed_at_the_idle_timeout(server: Se
         await close()
 
 
+async def test_an_open_session_utterance_with_nothing_left_to_say_goes_idle(server: Server) -> None:
+    """A streamed utterance left open (``continue: true``, no last piece) whose audio is all
+    out asks nothing: the session is idle and closed at the idle timeout (before, an open
+    utterance kept it forever)."""
+    before = await metric(server.url, closed(1000))
+    peer = await WirePeer.open(server.url)
+    try:
+        await peer.send({"text": "Hello there.", "request_id": "open", "continue": True})
+        await until_above(server.url, ACTIVE, 0)
+        await until_zero(server.url, ACTIVE, timeout_s=120)
+        assert await metric(server.url, closed(1000)) == before + 1
+        frames = [frame async for frame in peer.ws]  # what it was sent before the idle close
+        assert json.loads(frames[0])["type"] == "synthesis_start"
+        assert sum(len(frame) for frame in frames if isinstance(frame, bytes)) > 0
+    finally:
+        await peer.close()
+
+
 async def test_an_open_cartesia_context_with_nothing_left_to_say_goes_idle(server: Server) -> None:
     """A context left open (``continue: true``) whose audio is all out asks nothing: the
     socket is idle and closed at the idle timeout (before, an open context kept it forever)."""

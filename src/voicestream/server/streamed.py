@@ -125,6 +125,13 @@ class StreamedSpeech:
         self.failure: RequestRejected | None = None
 
     @property
+    def waiting_for_text(self) -> bool:
+        """Open, and all it could speak is spoken and sent: only more text from the client (or
+        its end) gives it work. Text short of a chunk waits for the client too. A connection
+        holding nothing else is idle (its idle clock runs; a drain lets it go)."""
+        return not self.ended and self._current is None and not self._items
+
+    @property
     def unspoken_chars(self) -> int:
         """Characters accepted and not yet queued with the scheduler."""
         return self._buffered + sum(len(item.text) for item in self._items if isinstance(item, _Chunk) and item.job is None)

@@ -268,8 +268,8 @@ def serve(
     idle_timeout: Annotated[
         float, typer.Option("--idle-timeout", help="Close a connection (a session, a Cartesia socket, a Wyoming "
                             "connection) that received no message, sent no frame and has nothing left to send "
-                            "for this many seconds; an open Cartesia context, session utterance or Wyoming stream waiting for more "
-                            "text has nothing left to send.")
+                            "for this many seconds; an open Cartesia context, session utterance or Wyoming "
+                            "stream waiting for more text has nothing left to send.")
     ] = limits.IDLE_TIMEOUT_S,
     stale_after: Annotated[
         float, typer.Option("--stale-after", help="Answer `request_stale` for a request that waited this many "

@@ -445,18 +445,22 @@ class SynthesisScheduler:
             )
             job.start_speaking()
         loop = asyncio.get_running_loop()
-        started = time.perf_counter()
+        since = time.perf_counter()
 
         def hand_over(part: _Part) -> None:
-            """A rendered part, from the worker's thread to the loop."""
-            loop.call_soon_threadsafe(self._hand_over, job, part)
+            """A rendered part, from the worker's thread to the loop, with the time it took:
+            counted before the part is delivered, so that whoever the last part wakes (a
+            whole file's timing headers) reads the request's whole model time."""
+            nonlocal since
+            now = time.perf_counter()
+            loop.call_soon_threadsafe(self._hand_over, job, part, now - since)
+            since = now
 
-        left = await loop.run_in_executor(self._pools[order.lane], self._render_next, order, hand_over)
-        job.model_seconds += time.perf_counter() - started
-        self.moved_pieces += left
+        self.moved_pieces += await loop.run_in_executor(self._pools[order.lane], self._render_next, order, hand_over)
 
-    def _hand_over(self, job: SynthesisJob, part: _Part) -> None:
+    def _hand_over(self, job: SynthesisJob, part: _Part, model_seconds: float) -> None:
         """Count a rendered part against its request and listener, and deliver it (on the loop)."""
+        job.model_seconds += model_seconds
         running = self._running.get(job)
         if running is not None:
             running.phonemes = part.phonemes

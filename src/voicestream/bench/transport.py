@@ -14,10 +14,7 @@ column alike. Four measurements:
    the chunker either way and spoken over one session; first audio, and the word error
    rate of the whole answer through Whisper tiny.en (does the early cut hurt prosody?);
 4. the reference's three sentences on one live session (bytes and seconds), and the first
-   audio of a newcomer beside three long monologues (the scheduler's priority);
-5. two, then three sessions that each ask one long answer (about 30 s of audio) at the same
-   moment: how long each listener's player falls silent after its first sound (the
-   scheduling policy's fairness; three are more than two cores keep up with).
+   audio of a newcomer beside three long monologues (the scheduler's priority).
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ import asyncio
 import json
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -193,10 +190,6 @@ async def first_audio_beside_monologues(
     return idle, busy
 
 
-LONG_ANSWER = " ".join(split_sentences(MONOLOGUE)[:7])
-"""About 30 s of audio: the long answer that several sessions ask for at once."""
-
-
 @dataclass(frozen=True)
 class TransportTexts:
     """The inputs; the defaults are the documented ones, tests pass tiny ones."""
@@ -205,7 +198,6 @@ class TransportTexts:
     block: str = BLOCK
     answer: str = LATENCY_ANSWER
     monologue: str = MONOLOGUE
-    long_answer: str = LONG_ANSWER
 
 
 @dataclass
@@ -350,33 +342,6 @@ async def _contention(url: str, texts: TransportTexts, trials: int) -> Table:
     return table
 
 
-async def _answers_at_once(url: str, texts: TransportTexts, trials: int, advance: Advance) -> Table:
-    table = Table(
-        f"Long answers at once, one per session: each listener's silence after its first sound (medians of {trials})",
-        ["sessions", "answer s", "first audio ms (latest)", "silent ms (least)", "silent ms (most)",
-         "silent ms (mean)"],
-    )
-    for sessions in (2, 3):
-        runs: list[list[SpokenMessages]] = []
-        for _ in range(trials):
-            runs.append(list(await asyncio.gather(*(speak_messages(url, [texts.long_answer]) for _ in range(sessions)))))
-            advance()
-
-        table.add(
-            sessions, statistics.median(len(run.pcm16) / PCM16_BYTES_PER_S for listeners in runs for run in listeners),
-            _median_ms(runs, lambda listeners: max(run.first_audio_s[0] for run in listeners)),
-            _median_ms(runs, lambda listeners: min(run.stall_s for run in listeners)),
-            _median_ms(runs, lambda listeners: max(run.stall_s for run in listeners)),
-            _median_ms(runs, lambda listeners: statistics.mean(run.stall_s for run in listeners)),
-        )
-    table.note = "two sessions: the goal is at most 250 ms each; three: all alike rather than one"
-    return table
-
-
-def _median_ms(runs: list[list[SpokenMessages]], value: Callable[[list[SpokenMessages]], float]) -> float:
-    return statistics.median(value(listeners) for listeners in runs) * 1000
-
-
 @contextmanager
 def _servers(engine: KokoroEngine) -> Iterator[dict[str, str]]:
     """A pipelined and a sequential server over the same engine, both on 127.0.0.1."""
@@ -388,7 +353,7 @@ def _servers(engine: KokoroEngine) -> Iterator[dict[str, str]]:
 async def _measure(urls: dict[str, str], engine: KokoroEngine, texts: TransportTexts, trials: int) -> Report:
     context = machine_context()
     url = next(iter(urls.values()))
-    with progress("bench transport", 5 * trials + 2) as advance:
+    with progress("bench transport", 3 * trials + 2) as advance:
         ttfa, ttfa_chart = await _block_vs_first(url, engine, texts, trials, advance)
         pipeline, pipeline_chart = await _pipelined_vs_sequential(urls, texts, trials, advance)
         latency, latency_chart = await _latency_vs_sentence(url, texts, trials, advance)
@@ -400,10 +365,9 @@ async def _measure(urls: dict[str, str], engine: KokoroEngine, texts: TransportT
         advance()
         contention = await _contention(url, texts, trials)
         advance()
-        at_once = await _answers_at_once(url, texts, trials, advance)
     return Report(
         "transport",
-        tables=[ttfa, pipeline, latency, sentences, contention, at_once],
+        tables=[ttfa, pipeline, latency, sentences, contention],
         charts=[ttfa_chart, pipeline_chart, latency_chart],
         context={**context, "trials": trials, "voice": "af_heart", "format": "pcm16"},
     )

@@ -124,16 +124,13 @@ class _Context:
             LATENCY_SCHEDULE, request.max_buffer_delay_ms / 1000,
         )
         self.flushes = 0
-        self.speaking = False
-        """An answer of this context is being sent (or waits for room in the outbox)."""
         self.task = asyncio.create_task(self._send(), name=f"cartesia-context-{self.id}")
 
     @property
     def has_unsent(self) -> bool:
         """Text or audio of this context is still to send; an open context waiting for more
         text has nothing (the socket may then go idle, or away while draining)."""
-        speech = self.speech
-        return self.speaking or speech.unspoken_chars > 0 or (speech.ended and not speech.cancelled)
+        return self.speech.has_unsent
 
     def take(self, request: CartesiaGeneration) -> None:
         """One more message of this context: its text, then a flush or the end."""
@@ -148,14 +145,10 @@ class _Context:
     async def _send(self) -> None:
         try:
             async for item in self.speech:
-                self.speaking = True
-                try:
-                    if isinstance(item, Spoken):
-                        await self._send_audio(item.stream)
-                    else:
-                        await self.socket.emit(CartesiaFlushDone(context_id=self.id, flush_id=item))
-                finally:
-                    self.speaking = False
+                if isinstance(item, Spoken):
+                    await self._send_audio(item.stream)
+                else:
+                    await self.socket.emit(CartesiaFlushDone(context_id=self.id, flush_id=item))
             if not self.speech.cancelled:
                 await self.socket.emit(CartesiaDone(context_id=self.id))
         except SpeechFault as refused:  # a failure was logged where it happened

@@ -147,7 +147,8 @@ class Connection:
         error frames, a close marker, and what each face bounds of its own frames."""
         self._pending_errors = 0
         self._errors_in_a_row = 0
-        self._sending_frame = False
+        self._sends = 0
+        """Frames being sent now (:meth:`send_within`): the connection is not idle meanwhile."""
         self._last_activity = time.monotonic()
         self._close_now: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._reading: asyncio.Task[Any] | None = None
@@ -183,7 +184,7 @@ class Connection:
     def idle(self) -> bool:
         """Nothing left to send and nothing asked: going away now loses no audio (the
         idle clock and the drain both wait for this)."""
-        return self._outbox.empty() and not self._sending_frame and not self.has_unsent
+        return self._outbox.empty() and not self._sends and not self.has_unsent
 
     def go_away(self, code: int = GOING_AWAY) -> None:
         """Close now with ``code`` (1001: the server is shutting down); unsent work is dropped."""
@@ -233,6 +234,7 @@ class Connection:
         """Send one frame within ``--send-timeout``, else decide to close (1008) and raise
         :class:`SendTimedOut`."""
         timeout_s = self.service.settings.send_timeout_s
+        self._sends += 1
         try:
             async with asyncio.timeout(timeout_s):
                 await self.transport.send(frame)
@@ -240,6 +242,8 @@ class Connection:
             log.warning("closing a %s that took no frame for %g s (1008)", self.kind, timeout_s)
             self.go_away(POLICY)
             raise SendTimedOut from None
+        finally:
+            self._sends -= 1
         self._last_activity = time.monotonic()
 
     async def send_fault(self, fault: SpeechFault) -> None:
@@ -351,18 +355,11 @@ class Connection:
                     await self.answer(item.item)
                 elif isinstance(item, _ErrorFrame):
                     self._pending_errors -= 1
-                    await self._send_frame(item.frame)
+                    await self.send_within(item.frame)
                 else:
-                    await self._send_frame(item)
+                    await self.send_within(item)
             finally:
                 self._sent.set()
-
-    async def _send_frame(self, frame: Any) -> None:
-        self._sending_frame = True
-        try:
-            await self.send_within(frame)
-        finally:
-            self._sending_frame = False
 
     # --- admission ----------------------------------------------------------------------
 

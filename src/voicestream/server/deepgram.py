@@ -100,28 +100,22 @@ class _Utterance:
             socket.service, socket.voice, socket.output, socket.listener, ROUTE,
             f"{socket.request_id}:{number}", STREAMED, BUFFER_DELAY_S,
         )
-        self.speaking = False
         self.task = asyncio.create_task(self._send(), name=f"deepgram-utterance-{number}")
 
     @property
     def has_unsent(self) -> bool:
-        speech = self.speech
-        return self.speaking or speech.unspoken_chars > 0 or (speech.ended and not speech.cancelled)
+        return self.speech.has_unsent
 
     async def _send(self) -> None:
         try:
             async for item in self.speech:
-                self.speaking = True
-                try:
-                    if isinstance(item, Spoken):
-                        async with contextlib.aclosing(item.stream.chunks()) as chunks:
-                            async for chunk in chunks:
-                                if chunk.data:
-                                    await self.socket.emit(self.speech, chunk.data)
-                    else:
-                        await self.socket.emit(self.speech, Flushed(sequence_id=item).to_json())
-                finally:
-                    self.speaking = False
+                if isinstance(item, Spoken):
+                    async with contextlib.aclosing(item.stream.chunks()) as chunks:
+                        async for chunk in chunks:
+                            if chunk.data:
+                                await self.socket.emit(self.speech, chunk.data)
+                else:
+                    await self.socket.emit(self.speech, Flushed(sequence_id=item).to_json())
         except SpeechFault as refused:  # a failure was logged where it happened
             self.socket.failed(self, refused)
         except Exception:  # the utterance fails, the socket goes on

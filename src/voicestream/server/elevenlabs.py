@@ -137,15 +137,13 @@ class _Context:
         )
         self.end_flushed = False
         """The last message was a flush without text: a ``close_context`` now ends the answer."""
-        self.speaking = False
         self.final = False
         """``isFinal`` is queued or sent."""
         self.task = asyncio.create_task(self._send(), name=f"elevenlabs-context-{context_id}")
 
     @property
     def has_unsent(self) -> bool:
-        speech = self.speech
-        return self.speaking or speech.unspoken_chars > 0 or (speech.ended and not speech.cancelled)
+        return self.speech.has_unsent
 
     def take(self, message: SocketMessage) -> None:
         if self.speech.ended:
@@ -174,11 +172,7 @@ class _Context:
         try:
             async for item in self.speech:
                 if isinstance(item, Spoken):
-                    self.speaking = True
-                    try:
-                        await self._send_audio(item.stream)
-                    finally:
-                        self.speaking = False
+                    await self._send_audio(item.stream)
             if not self.speech.cancelled and not self.final:
                 self.final = True
                 await self.socket.emit(FinalAnswer(context_id=self.answer_id))

@@ -100,7 +100,7 @@ class BidiSession(Connection):
     def has_unsent(self) -> bool:
         """A request not yet sent, or an utterance with text or audio to send; an open
         utterance waiting for its client's next piece has nothing (the idle clock runs)."""
-        return any(accepted.speech is None or not accepted.speech.waiting_for_text for accepted in self._accepted)
+        return any(accepted.speech is None or accepted.speech.has_unsent for accepted in self._accepted)
 
     @classmethod
     def fault_frame(cls, fault: SpeechFault) -> str:

@@ -125,11 +125,17 @@ class StreamedSpeech:
         self.failure: RequestRejected | None = None
 
     @property
-    def waiting_for_text(self) -> bool:
-        """Open, and all it could speak is spoken and sent: only more text from the client (or
-        its end) gives it work. Text short of a chunk waits for the client too. A connection
-        holding nothing else is idle (its idle clock runs; a drain lets it go)."""
-        return not self.ended and self._current is None and not self._items
+    def has_unsent(self) -> bool:
+        """Text or audio of it is still to send: a chunk being handed out or waiting, text short
+        of a chunk that a delay will speak, or its end (until its consumer is done with it).
+        Open with all else spoken and sent, it has none (text short of a chunk with no delay
+        waits for its client): the connection holding it may go idle, or away while draining."""
+        return (
+            self._current is not None
+            or any(isinstance(item, _Chunk) for item in self._items)
+            or (self._buffered > 0 and self.max_delay_s is not None)
+            or (self.ended and not self.cancelled)
+        )
 
     @property
     def unspoken_chars(self) -> int:

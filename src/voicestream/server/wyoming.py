@@ -197,15 +197,12 @@ class WyomingConnection(Connection):
         self._count = 0
         self._utterances: list[StreamedSpeech] = []
         """Accepted and not yet sent in full (the one being sent first)."""
-        self._speaking = False
 
     @property
     def has_unsent(self) -> bool:
         """An utterance has text or audio to send: one being sent, or a stream's text still
         unspoken; an open stream waiting for more text has nothing."""
-        return self._speaking or any(
-            speech.unspoken_chars or (speech.ended and not speech.cancelled) for speech in self._utterances
-        )
+        return any(speech.has_unsent for speech in self._utterances)
 
     @classmethod
     def fault_frame(cls, fault: SpeechFault) -> Event:
@@ -285,14 +282,10 @@ class WyomingConnection(Connection):
         """One utterance: each sentence's audio as it renders, then ``synthesize-stopped`` for a stream."""
         try:
             async for item in speech:
-                self._speaking = True
-                try:
-                    if isinstance(item, Spoken):
-                        await self._send_audio(item)
-                    else:
-                        await self.send_within(SynthesizeStopped().event())
-                finally:
-                    self._speaking = False
+                if isinstance(item, Spoken):
+                    await self._send_audio(item)
+                else:
+                    await self.send_within(SynthesizeStopped().event())
         except SpeechFault as fault:
             await self.send_fault(fault)
         finally:

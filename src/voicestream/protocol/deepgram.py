@@ -6,7 +6,8 @@ LiveKit's ``deepgram.TTS`` send and read (their installed source) and Deepgram's
 reference: see ``voicestream.server.deepgram``. Every problem becomes a :class:`ProtocolError`.
 
 A Deepgram model id names a voice (``aura-2-thalia-en``); each Aura voice is mapped to a
-Kokoro voice of the same language and expressed gender (:data:`AURA_VOICES`), and Kokoro
+Kokoro voice of the same language and expressed gender (:data:`AURA_VOICES`; German and
+Dutch ones to an English voice, :data:`ENGLISH_STAND_INS`), and Kokoro
 voices and blends are accepted as they are (``af_heart``, ``af_bella+am_adam``).
 """
 
@@ -45,11 +46,21 @@ _AURA_BY_KOKORO: Mapping[str, tuple[str, ...]] = {
     "jm_kumo": ("ebisu",),
 }
 _LANGUAGE_BY_LETTER = {"a": "en", "b": "en", "e": "es", "f": "fr", "i": "it", "j": "ja"}
+ENGLISH_STAND_INS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+    "de": {"af_heart": ("viktoria", "elara", "aurelia", "lara", "kara"), "am_michael": ("julius", "fabian")},
+    "nl": {"af_heart": ("rhea", "beatrix", "daphne", "cornelia", "hestia", "leda"),
+           "am_michael": ("sander", "lars", "roman")},
+}
+"""Aura's German and Dutch voices: Kokoro speaks neither language, so each is spoken by an
+American English voice of its expressed gender (the text is read with English sounds)."""
+_VOICES_BY_LANGUAGE = [
+    (_LANGUAGE_BY_LETTER[kokoro[0]], kokoro, voices) for kokoro, voices in _AURA_BY_KOKORO.items()
+] + [(language, kokoro, voices) for language, table in ENGLISH_STAND_INS.items() for kokoro, voices in table.items()]
 AURA_VOICES: Mapping[str, str] = {
     name: kokoro
-    for kokoro, voices in _AURA_BY_KOKORO.items()
+    for language, kokoro, voices in _VOICES_BY_LANGUAGE
     for voice in voices
-    for name in (f"aura-{voice}-{_LANGUAGE_BY_LETTER[kokoro[0]]}", f"aura-2-{voice}-{_LANGUAGE_BY_LETTER[kokoro[0]]}")
+    for name in (f"aura-{voice}-{language}", f"aura-2-{voice}-{language}")
 }
 """Every Aura model id voicestream answers to, and the Kokoro voice that speaks it (both
 the ``aura-`` and the ``aura-2-`` form of each name: Deepgram retired Aura-1)."""

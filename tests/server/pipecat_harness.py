@@ -74,6 +74,14 @@ class Pipeline:
         if end:
             await self.task.queue_frame(LLMFullResponseEndFrame())
 
+    async def spoken_answer(self, *tokens: str, timeout: float = 120) -> str:
+        """An LLM answer, token by token, and the id of its context once it has stopped."""
+        known = set(self.turns.first_audio)
+        await self.answer(*tokens)
+        context = await self.turns.next_context(known, timeout)
+        await asyncio.wait_for(self.turns.event(self.turns.stopped, context).wait(), timeout)
+        return context
+
     async def interrupt(self) -> None:
         from pipecat.frames.frames import InterruptionFrame
 

@@ -52,6 +52,25 @@ async def test_pipecat_speaks_an_answer_and_a_clear_stops_the_next(speech_server
         assert not turns.errors
 
 
+async def test_pipecat_http_service_speaks_over_the_rest_route(speech_server: str) -> None:
+    """pipecat's ``DeepgramHttpTTSService``: ``POST /v1/speak?container=none`` per sentence, raw linear16."""
+    from pipecat.services.deepgram.tts import DeepgramHttpTTSService
+
+    requests = await metric(speech_server, REQUESTS)
+    async with aiohttp.ClientSession() as session:
+        tts = DeepgramHttpTTSService(
+            api_key="unused", base_url=speech_server, aiohttp_session=session, sample_rate=24000,
+            settings=DeepgramHttpTTSService.Settings(voice="aura-2-helena-en"),
+            stop_frame_timeout_s=60,  # pipecat ends a context silent for 3 s; a busy CI core can be slower
+        )
+        async with running_pipeline(tts) as pipeline:
+            turns = pipeline.turns
+            context = await pipeline.spoken_answer("Over plain", " HTTP, to", " Deepgram's route.")
+    assert turns.audio[context] > 48000, "the answer is at least a second of 16-bit audio"
+    assert await metric(speech_server, REQUESTS) > requests
+    assert not turns.errors
+
+
 async def test_livekit_stream_and_synthesize(speech_server: str) -> None:
     from livekit.plugins import deepgram
 

@@ -74,9 +74,7 @@ async def test_pipecat_http_service_reads_word_times_from_the_timed_stream(speec
         )
         async with running_pipeline(tts) as pipeline:
             turns = pipeline.turns
-            await pipeline.answer("Over plain", " HTTP, with", " word times.")
-            context = await turns.next_context(set())
-            await asyncio.wait_for(turns.event(turns.stopped, context).wait(), 120)
+            context = await pipeline.spoken_answer("Over plain", " HTTP, with", " word times.")
     assert turns.audio[context] > 48000
     assert turns.words[context] == ["Over", "plain", "HTTP,", "with", "word", "times."]
     assert not turns.errors

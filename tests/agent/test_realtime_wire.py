@@ -164,3 +164,28 @@ async def test_agentcore_ws_keys_the_conversation_and_speaks_telephony_audio(age
     seconds = len(mulaw) / 8000
     assert 1.0 < seconds < 10.0, "G.711 at 8 kHz: one byte a sample"
     assert float(np.sqrt(np.mean(mulaw_to_float(mulaw) ** 2))) > 0.01, "speech, not silence"
+
+
+async def test_a_deleted_item_leaves_the_stored_conversation(agent):
+    """An answer deleted, and a turn deleted whole, are gone from what a later socket of the
+    conversation (and `/invocations`) answers from; the question left joins the next one."""
+    url, llm = agent
+    headers = {"Authorization": f"Bearer {KEY}", SESSION_HEADER: new_session_id()}
+    async with connect(f"{url}/ws", additional_headers=headers) as ws:
+        await until(ws, "session.created")
+        for question, deleted in (
+            ("My name is Ada", ("assistant",)),
+            ("I live in Paris", ("user", "assistant")),
+        ):
+            events = await ask(ws, question)
+            added = [e["item"] for e in events if e["type"] == "conversation.item.added"]
+            for item in added:
+                if item["role"] in deleted:
+                    await send(ws, type="conversation.item.delete", item_id=item["id"])
+                    deleted_id = (await until(ws, "conversation.item.deleted"))[-1]["item_id"]
+                    assert deleted_id == item["id"]
+    async with connect(f"{url}/ws", additional_headers=headers) as ws:
+        await until(ws, "session.created")
+        await ask(ws, "Who am I")
+    said = [text(m["content"]) for m in llm.requests[-1]["messages"] if m["role"] != "system"]
+    assert said == ["My name is Ada\nWho am I"]

@@ -269,6 +269,18 @@ class ConversationStore:
         conversation = self._conversations.get(session_id)
         return chat(self._finished(conversation)) if conversation else []
 
+    def turns(self, session_id: str) -> list[Turn]:
+        """The conversation's finished turns themselves: a Realtime socket that deletes an
+        item revises the turn it came from (its question, or its answer as heard)."""
+        conversation = self._conversations.get(session_id)
+        return [t for t in conversation.turns if t.finished.is_set()] if conversation else []
+
+    def forget(self, session_id: str, turn: Turn) -> None:
+        """Drop `turn` (a client deleted both its question and its answer)."""
+        conversation = self._conversations.get(session_id)
+        if conversation is not None and turn in conversation.turns:
+            conversation.turns.remove(turn)
+
     @staticmethod
     def _finished(conversation: _Conversation) -> list[tuple[str, str]]:
         return [(t.question, t.answer) for t in conversation.turns if t.finished.is_set()]

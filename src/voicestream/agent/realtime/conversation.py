@@ -10,6 +10,7 @@ the agent's `ConversationStore`, so that `/invocations` and a later socket conti
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from strands.types.content import Messages
@@ -28,7 +29,9 @@ sockets)."""
 class Entry:
     item: Item
     turn: Turn | None = None
-    """An assistant answer of this socket's: what was written, spoken and heard."""
+    """An assistant answer's turn: what was written, spoken and heard."""
+    asked_in: Turn | None = None
+    """A user item's turn: the one its words were (part of) the question of."""
 
     @property
     def text(self) -> str:
@@ -36,12 +39,18 @@ class Entry:
 
 
 class RealtimeConversation:
-    def __init__(self, history: Messages | None = None) -> None:
+    def __init__(self, history: Sequence[Turn] = ()) -> None:
+        """Start from a stored conversation's finished turns: each turn's question and
+        answer become items linked to it, so that deleting one revises the stored turn."""
         self.entries: list[Entry] = []
-        for message in history or []:
-            text = "".join(block.get("text", "") for block in message["content"])
-            kind = "input_text" if message["role"] == "user" else "output_text"
-            self.add(Item(role=message["role"], content=[ContentPart(type=kind, text=text)]))
+        for turn in history:
+            if turn.question:
+                question = ContentPart(type="input_text", text=turn.question)
+                self.entries.append(Entry(Item(role="user", content=[question]), asked_in=turn))
+            if turn.answer:
+                answer = ContentPart(type="output_text", text=turn.answer)
+                self.entries.append(Entry(Item(role="assistant", content=[answer]), turn=turn))
+        del self.entries[: max(0, len(self.entries) - MAX_ITEMS)]
 
     def add(self, item: Item, previous_item_id: str | None = None) -> str | None:
         """Insert `item` after `previous_item_id` (by default last; `root`: first); returns
@@ -65,11 +74,25 @@ class RealtimeConversation:
     def find(self, item_id: str) -> Entry | None:
         return next((e for e in self.entries if e.item.id == item_id), None)
 
-    def delete(self, item_id: str) -> bool:
-        entry = self.find(item_id)
-        if entry is not None:
-            self.entries.remove(entry)
-        return entry is not None
+    def delete(self, item_id: str) -> Turn | None:
+        """Remove the item (`KeyError` if there is none) and revise the turn it belongs to,
+        which the store shares: an answer deleted is one nobody heard (`heard_s` 0), a
+        question deleted leaves the turn's other user items. Returns that turn."""
+        entry = self.entries.pop(self.index(item_id))
+        if entry.turn is not None:
+            entry.turn.heard_s = 0.0
+        elif entry.asked_in is not None:
+            turn = entry.asked_in
+            turn.question = "\n".join(e.text for e in self.entries if e.asked_in is turn and e.text)
+        return entry.turn or entry.asked_in
+
+    def ask(self, turn: Turn) -> None:
+        """The user's items since the last answer are `turn`'s question."""
+        for entry in reversed(self.entries):
+            if entry.item.role == "assistant":
+                break
+            if entry.item.role == "user" and entry.asked_in is None:
+                entry.asked_in = turn
 
     @property
     def last_id(self) -> str | None:
@@ -82,12 +105,13 @@ class RealtimeConversation:
         )
 
     def question(self) -> str:
-        """The user's words since the last answer (what the next answer answers)."""
+        """The user's words since the last answer that no earlier turn asked (the next
+        turn's question: the store joins an unanswered turn's question to the next one)."""
         asked: list[str] = []
         for entry in self.entries:
             if entry.item.role == "assistant":
                 asked = []
-            elif entry.item.role == "user" and entry.text:
+            elif entry.item.role == "user" and entry.text and entry.asked_in is None:
                 asked.append(entry.text)
         return "\n".join(asked)
 

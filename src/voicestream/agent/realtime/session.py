@@ -86,7 +86,7 @@ class RealtimeSession:
         self.id = new_id("sess")
         self.config = SessionConfig()
         self.conversation_id = conversation_id
-        history = service.conversations.history(conversation_id) if conversation_id else None
+        history = service.conversations.turns(conversation_id) if conversation_id else ()
         self.conversation = RealtimeConversation(history)
         self._send = send
         self._drop = drop
@@ -146,9 +146,7 @@ class RealtimeSession:
             case ConversationItemCreate():
                 await self._create_item(event)
             case ConversationItemDelete():
-                if not self.conversation.delete(event.item_id):
-                    raise self._no_item(event.item_id, event.event_id)
-                await self.send(ItemDeleted(item_id=event.item_id))
+                await self._delete(event)
             case ConversationItemTruncate():
                 await self._truncate(event)
             case ResponseCreate():
@@ -310,6 +308,17 @@ class RealtimeSession:
         else:
             await self.send(ItemDone(item=item.wire(), previous_item_id=previous))
 
+    async def _delete(self, event: ConversationItemDelete) -> None:
+        """Forget the item here and in the stored conversation (what `/invocations` and a
+        later socket answer from): the store shares the turn the item revises."""
+        try:
+            turn = self.conversation.delete(event.item_id)
+        except KeyError:
+            raise self._no_item(event.item_id, event.event_id) from None
+        if self.conversation_id and turn is not None and not (turn.question or turn.answer):
+            self.service.conversations.forget(self.conversation_id, turn)
+        await self.send(ItemDeleted(item_id=event.item_id))
+
     async def _truncate(self, event: ConversationItemTruncate) -> None:
         entry = self.conversation.find(event.item_id)
         if entry is None:
@@ -409,6 +418,7 @@ class RealtimeSession:
             metadata=metadata,
         )
         self.response = response
+        self.conversation.ask(turn)
         previous = self.conversation.add(response.item)
         entry = self.conversation.find(response.item.id)
         if entry is not None:

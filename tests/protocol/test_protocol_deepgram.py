@@ -32,7 +32,8 @@ def test_model_ids_name_aura_voices_or_kokoro_voices() -> None:
 
 
 @pytest.mark.parametrize(("query", "socket", "format", "rate"), [
-    ({}, True, "wav", 24000),
+    ({}, True, "pcm16", 24000),  # the socket's audio is raw: no WAV header before each piece
+    ({"container": "wav"}, True, "pcm16", 24000),
     ({}, False, "mp3", 24000),
     ({"encoding": "linear16", "container": "none", "sample_rate": "16000"}, False, "pcm16", 16000),
     ({"encoding": "mulaw"}, True, "mulaw", 8000),

@@ -95,8 +95,8 @@ _Rate = Annotated[int, Field(gt=0)]
 
 class SpeakOptions(InboundMessage):
     """The query of ``/v1/speak``: which voice, and the audio to send it in. ``container``
-    is ``none`` (raw) or ``wav`` (linear16 only); REST's default is ``mp3`` as Deepgram's,
-    the socket's ``linear16``. ``mip_opt_out``, ``callback`` and ``tag`` are accepted and ignored."""
+    is ``none`` (raw) or ``wav`` (linear16 only; the socket's audio is always raw); REST's
+    default is ``mp3`` as Deepgram's, the socket's ``linear16``. ``mip_opt_out``, ``callback`` and ``tag`` are accepted and ignored."""
 
     model: str = DEFAULT_MODEL
     encoding: Encoding | None = None
@@ -144,7 +144,10 @@ def parse_speak_query(query: Mapping[str, str], *, socket: bool) -> SpeakOptions
         field = str(exc.errors(include_url=False)[0]["loc"][0])
         raise ProtocolError(*_QUERY_PROBLEMS.get(field, (ErrorCode.INVALID_MESSAGE, "bad query parameter"))) from None
     default = "linear16" if socket else "mp3"
-    options = options.model_copy(update={"encoding": options.encoding or default})
+    # The socket's audio is raw whatever the container: its pieces go out one after another,
+    # and a WAV header before each would be heard as a click (Deepgram's socket sends none).
+    container = "none" if socket else options.container
+    options = options.model_copy(update={"encoding": options.encoding or default, "container": container})
     assert options.encoding is not None
     if socket and options.encoding not in SOCKET_ENCODINGS:
         raise ProtocolError(ErrorCode.UNSUPPORTED_FORMAT, f"the socket sends {', '.join(SOCKET_ENCODINGS)} only")

@@ -189,3 +189,34 @@ async def test_a_deleted_item_leaves_the_stored_conversation(agent):
         await ask(ws, "Who am I")
     said = [text(m["content"]) for m in llm.requests[-1]["messages"] if m["role"] != "system"]
     assert said == ["My name is Ada\nWho am I"]
+
+
+async def test_a_drain_sends_each_socket_away_once_it_has_nothing_left_to_send(speech_server):
+    """A quiet socket goes away (1001) at once; one being answered gets its whole answer
+    first; the drain ends with them (far inside its grace); a new socket gets `busy`."""
+    services: list[Any] = []
+    with echo_agent(speech_server, services) as (url, _):
+        service = services[0]
+        async with connect(f"{url}/v1/realtime") as quiet, connect(f"{url}/v1/realtime") as busy:
+            for ws in (quiet, busy):
+                await until(ws, "session.created")
+            item = {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "Hi"}],
+            }
+            await send(busy, type="conversation.item.create", item=item)
+            await send(busy, type="response.create")
+            await until(busy, "response.created")
+            drain = asyncio.create_task(service.drain(grace_s=300))
+            await asyncio.wait_for(quiet.wait_closed(), 30)
+            assert quiet.close_code == 1001
+            assert (await until(busy, "response.done"))[-1]["response"]["status"] == "completed"
+            await asyncio.wait_for(busy.wait_closed(), 30)
+            assert busy.close_code == 1001
+            await asyncio.wait_for(drain, 30)
+        assert not service.sockets and service.active_answers == 0
+        async with connect(f"{url}/v1/realtime") as late:
+            assert (await until(late, "error"))[-1]["error"]["code"] == "busy"
+            await asyncio.wait_for(late.wait_closed(), 30)
+            assert late.close_code == 1001

@@ -45,7 +45,7 @@ from voicestream.agent.body_limit import BodyLimit
 from voicestream.agent.conversation import ConversationLimits, ConversationStore
 from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
 from voicestream.agent.local_llm import DEFAULT_LOCAL_THREADS
-from voicestream.agent.realtime import serve_realtime
+from voicestream.agent.realtime import RealtimeSocket, serve_realtime
 from voicestream.agent.runtime import (
     DEFAULT_CHUNK_SENTENCES,
     DEFAULT_FIRST_CLAUSE_WORDS,
@@ -183,6 +183,10 @@ class AgentSettings:
         )
 
 
+SOCKETS_CLOSE_S = 5.0
+"""After the grace period: how long Realtime sockets may take to close."""
+
+
 def _refusal(code: ErrorCode, message: str) -> list[dict[str, Any]]:
     """An answer that ends before it starts: `error`, then `agent_end`."""
     request_id = new_request_id()
@@ -203,6 +207,8 @@ class AgentService:
         self.conversations = ConversationStore(settings.conversations)
         self.active_answers = 0
         self.draining = False
+        self.sockets: set[RealtimeSocket] = set()
+        """The open Realtime sockets (the drain sends each away once it is idle)."""
         self._lock = threading.Lock()
 
     def warm_up(self) -> None:
@@ -220,11 +226,22 @@ class AgentService:
         threading.Thread(target=load_quietly, name="llm-load", daemon=True).start()
 
     async def drain(self, grace_s: float) -> None:
-        """Refuse new answers, wait up to `grace_s` for those under way to end."""
+        """Refuse new answers and sockets, wait up to `grace_s` for those under way to end:
+        a Realtime socket goes away (1001) as soon as it has nothing left to send, and at
+        the end of the grace whatever it holds (as the speech server's connections do)."""
         self.draining = True
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(grace_s):
-                while self.active_answers:
+                while self.active_answers or self.sockets:
+                    for socket in list(self.sockets):
+                        if socket.idle:
+                            socket.go_away()
+                    await asyncio.sleep(0.05)
+        for socket in list(self.sockets):
+            socket.go_away()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SOCKETS_CLOSE_S):
+                while self.sockets:
                     await asyncio.sleep(0.05)
 
     def admit(self) -> bool:

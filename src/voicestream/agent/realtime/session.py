@@ -110,6 +110,11 @@ class RealtimeSession:
             settings.limits,
         )
 
+    @property
+    def busy(self) -> bool:
+        """A transcription (and the answer it may start) is under way."""
+        return bool(self._background)
+
     async def send(self, event: ServerEvent) -> None:
         await self._send(event, None)
 

@@ -35,7 +35,9 @@ IDLE_TIMEOUT_S = 600.0
 MAX_QUEUED_DELTAS = 64
 MAX_QUEUED_EVENTS = 4096
 """Beyond this many events waiting (a client flooding bad events, say) the socket closes."""
-POLICY, NORMAL = 1008, 1000
+NORMAL, GOING_AWAY, POLICY = 1000, 1001, 1008
+CLOSE_TIMEOUT_S = 5.0
+"""How long the close (and a refusal's one event) may take to leave."""
 
 
 class OutboxFull(Exception):
@@ -66,6 +68,10 @@ class Outbox:
             self._events.append((event, tag))
             self._changed.notify_all()
 
+    @property
+    def empty(self) -> bool:
+        return not self._events
+
     def drop(self, tag: str) -> None:
         """Forget `tag`'s waiting deltas, and any it would still queue."""
         self._dropped.add(tag)
@@ -85,60 +91,92 @@ def conversation_id(websocket: WebSocket) -> str | None:
     return value or None
 
 
-async def serve_realtime(websocket: WebSocket, service: AgentService) -> None:
-    """Run one Realtime socket to its end (the route's handler)."""
-    session_id = conversation_id(websocket)
-    if session_id is not None and len(session_id) > MAX_SESSION_ID_CHARS:
-        await websocket.close(
-            POLICY, f"{SESSION_HEADER} must hold at most {MAX_SESSION_ID_CHARS} characters"
+class RealtimeSocket:
+    """One socket from accept to close. The agent's drain sees it (`AgentService.sockets`):
+    once it is `idle` it is sent away (1001), as the speech server's connections are."""
+
+    def __init__(self, websocket: WebSocket, service: AgentService, session_id: str | None):
+        self.websocket = websocket
+        self.service = service
+        self.outbox = Outbox()
+        self.session = RealtimeSession(service, self.outbox.put, self.outbox.drop, session_id)
+        self._loop = asyncio.get_running_loop()
+        self._gone: asyncio.Future[int] = self._loop.create_future()
+        self._handling = False
+        self._sending = False
+
+    @property
+    def idle(self) -> bool:
+        """Nothing left to send and nothing under way (an event being handled, a response,
+        a transcription): going away now loses nothing."""
+        return (
+            self.outbox.empty
+            and not self._sending
+            and not self._handling
+            and self.session.response is None
+            and not self.session.busy
         )
-        return
-    await websocket.accept(subprotocol=accepted_subprotocol(websocket.scope))
-    outbox = Outbox()
-    session = RealtimeSession(service, outbox.put, outbox.drop, session_id)
-    sender = asyncio.create_task(_send_all(websocket, outbox), name="realtime-send")
-    reader = asyncio.create_task(_read_all(websocket, session, outbox), name="realtime-read")
-    close = NORMAL
-    try:
-        await session.open()
-        done, _ = await asyncio.wait({sender, reader}, return_when=asyncio.FIRST_COMPLETED)
-        if sender in done or (
-            not reader.cancelled() and isinstance(reader.exception(), OutboxFull)
-        ):
-            close = POLICY
-    finally:
-        for task in (reader, sender):
-            task.cancel()
-        await asyncio.gather(reader, sender, return_exceptions=True)
-        await session.close()
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(5):
-                await websocket.close(close)
 
+    def go_away(self, code: int = GOING_AWAY) -> None:
+        """Close now with `code` (safe from any thread: a drain may run on another loop)."""
+        self._loop.call_soon_threadsafe(self._close_with, code)
 
-async def _read_all(websocket: WebSocket, session: RealtimeSession, outbox: Outbox) -> None:
-    while True:
+    def _close_with(self, code: int) -> None:
+        if not self._gone.done():
+            self._gone.set_result(code)
+
+    async def run(self) -> int:
+        """Serve until the client leaves, a bound is passed or the agent sends it away;
+        everything it started is stopped before this returns the close code."""
+        sender = asyncio.create_task(self._send_all(), name="realtime-send")
+        reader = asyncio.create_task(self._read_all(), name="realtime-read")
+        close = NORMAL
         try:
-            async with asyncio.timeout(IDLE_TIMEOUT_S):
-                message = await websocket.receive()
-        except TimeoutError:
-            return
-        if message["type"] == "websocket.disconnect":
-            return
-        text = message.get("text")
+            await self.session.open()
+            ends = {sender, reader, self._gone}
+            done, _ = await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
+            if self._gone in done:
+                close = self._gone.result()
+            elif sender in done or (
+                not reader.cancelled() and isinstance(reader.exception(), OutboxFull)
+            ):
+                close = POLICY
+        finally:
+            for task in (reader, sender):
+                task.cancel()
+            await asyncio.gather(reader, sender, return_exceptions=True)
+            await self.session.close()
+        return close
+
+    async def _read_all(self) -> None:
+        while True:
+            try:
+                async with asyncio.timeout(IDLE_TIMEOUT_S):
+                    message = await self.websocket.receive()
+            except TimeoutError:
+                return
+            if message["type"] == "websocket.disconnect":
+                return
+            self._handling = True
+            try:
+                await self._handle(message.get("text"))
+            finally:
+                self._handling = False
+
+    async def _handle(self, text: str | None) -> None:
         try:
             if text is None:
                 raise RealtimeError(
                     "events are JSON text frames, not binary ones", code="invalid_json"
                 )
-            await session.handle(parse_client_event(text))
+            await self.session.handle(parse_client_event(text))
         except RealtimeError as error:
-            await outbox.put(ErrorEvent.of(error))
+            await self.outbox.put(ErrorEvent.of(error))
         except OutboxFull:
             raise
         except Exception:
             logger.exception("a realtime event failed")
-            await outbox.put(
+            await self.outbox.put(
                 ErrorEvent.of(
                     RealtimeError(
                         "the agent failed on this event; see its log",
@@ -148,15 +186,52 @@ async def _read_all(websocket: WebSocket, session: RealtimeSession, outbox: Outb
                 )
             )
 
+    async def _send_all(self) -> None:
+        while True:
+            event = await self.outbox.get()
+            self._sending = True
+            try:
+                async with asyncio.timeout(SEND_TIMEOUT_S):
+                    await self.websocket.send_text(json.dumps(event.wire()))
+            except TimeoutError:
+                logger.warning(
+                    "a realtime client read nothing for %g s; closing it", SEND_TIMEOUT_S
+                )
+                return
+            except (WebSocketDisconnect, RuntimeError, OSError):
+                return
+            finally:
+                self._sending = False
 
-async def _send_all(websocket: WebSocket, outbox: Outbox) -> None:
-    while True:
-        event = await outbox.get()
-        try:
-            async with asyncio.timeout(SEND_TIMEOUT_S):
-                await websocket.send_text(json.dumps(event.wire()))
-        except TimeoutError:
-            logger.warning("a realtime client read nothing for %g s; closing it", SEND_TIMEOUT_S)
-            return
-        except (WebSocketDisconnect, RuntimeError, OSError):
-            return
+
+async def serve_realtime(websocket: WebSocket, service: AgentService) -> None:
+    """Run one Realtime socket to its end (the route's handler). While the agent drains, a
+    new socket gets one `busy` error and goes away (1001)."""
+    session_id = conversation_id(websocket)
+    if session_id is not None and len(session_id) > MAX_SESSION_ID_CHARS:
+        await websocket.close(
+            POLICY, f"{SESSION_HEADER} must hold at most {MAX_SESSION_ID_CHARS} characters"
+        )
+        return
+    await websocket.accept(subprotocol=accepted_subprotocol(websocket.scope))
+    if service.draining:
+        busy = RealtimeError(
+            "the agent is shutting down; try again shortly", code="busy", type="server_error"
+        )
+        await _close_within(websocket, GOING_AWAY, ErrorEvent.of(busy))
+        return
+    socket = RealtimeSocket(websocket, service, session_id)
+    service.sockets.add(socket)
+    try:
+        close = await socket.run()
+    finally:
+        service.sockets.discard(socket)
+    await _close_within(websocket, close)
+
+
+async def _close_within(websocket: WebSocket, code: int, last: ServerEvent | None = None) -> None:
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(CLOSE_TIMEOUT_S):
+            if last is not None:
+                await websocket.send_text(json.dumps(last.wire()))
+            await websocket.close(code)

@@ -17,6 +17,7 @@ from tests.agent.realtime_checks import checked, echo_agent
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
+from voicestream.agent.runtime import AnswerLimits
 from voicestream.audio import mulaw_to_float
 from voicestream.protocol import SESSION_HEADER, new_session_id
 
@@ -220,3 +221,19 @@ async def test_a_drain_sends_each_socket_away_once_it_has_nothing_left_to_send(s
             assert (await until(late, "error"))[-1]["error"]["code"] == "busy"
             await asyncio.wait_for(late.wait_closed(), 30)
             assert late.close_code == 1001
+
+
+async def test_an_idle_socket_closes_at_the_idle_bound(speech_server):
+    """With `realtime_idle_s` set small, an answer longer than it still arrives whole (the
+    socket is not idle meanwhile); then the silent socket is closed (1000) and forgotten."""
+    services: list[Any] = []
+    limits = AnswerLimits(realtime_idle_s=0.2)
+    with echo_agent(speech_server, services, limits=limits) as (url, _):
+        async with connect(f"{url}/v1/realtime") as ws:
+            await until(ws, "session.created")
+            assert (await ask(ws, "Hi"))[-1]["response"]["status"] == "completed"
+            await asyncio.wait_for(ws.wait_closed(), 30)
+        assert ws.close_code == 1000
+        async with asyncio.timeout(10):
+            while services[0].sockets:
+                await asyncio.sleep(0.01)

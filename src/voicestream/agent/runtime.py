@@ -112,6 +112,8 @@ class AnswerLimits:
     `speech_timeout_s` while requests are pending ends it with `speech_unavailable`;
     `keepalive_s` is the most an SSE stream stays silent (a comment keeps proxies patient);
     request bodies over `max_body_bytes` are refused (`payload_too_large`, 413) unread.
+    A Realtime socket with nothing under way that hears nothing for `realtime_idle_s` is
+    closed (1000); one event that takes longer than `realtime_send_s` to send closes it (1008).
     """
 
     max_answers: int = 8
@@ -120,12 +122,14 @@ class AnswerLimits:
     speech_timeout_s: float = 30.0
     keepalive_s: float = 15.0
     max_body_bytes: int = MAX_BODY_BYTES
+    realtime_idle_s: float = 600.0
+    realtime_send_s: float = 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> AnswerLimits:
         """From VOICESTREAM_MAX_ANSWERS, VOICESTREAM_MAX_PROMPT_CHARS,
         VOICESTREAM_ANSWER_TIMEOUT_S, VOICESTREAM_SPEECH_TIMEOUT_S, VOICESTREAM_KEEPALIVE_S,
-        VOICESTREAM_MAX_BODY_BYTES."""
+        VOICESTREAM_MAX_BODY_BYTES, VOICESTREAM_REALTIME_IDLE_S, VOICESTREAM_REALTIME_SEND_S."""
         return cls(**fields_from_env(cls, env))
 
 

@@ -95,6 +95,16 @@ def agent(
         float | None,
         typer.Option("--speech-timeout", help="Seconds the speech server may stay silent mid-answer (default 30)."),
     ] = None,
+    realtime_idle_timeout: Annotated[
+        float | None,
+        typer.Option("--realtime-idle-timeout",
+                     help="Seconds a Realtime socket with nothing under way may hear nothing; then it closes (1000) (default 600)."),
+    ] = None,
+    realtime_send_timeout: Annotated[
+        float | None,
+        typer.Option("--realtime-send-timeout",
+                     help="Seconds one Realtime event may take to send; then the socket closes (1008) (default 30)."),
+    ] = None,
     api_key: ApiKey = None,
     cors_origin: CorsOrigins = None,
     allowed_host: AllowedHosts = None,
@@ -132,6 +142,7 @@ def agent(
     limits = {
         "max_answers": max_answers, "max_prompt_chars": max_prompt_chars,
         "answer_timeout_s": answer_timeout, "speech_timeout_s": speech_timeout,
+        "realtime_idle_s": realtime_idle_timeout, "realtime_send_s": realtime_send_timeout,
     }
     settings = replace(settings, limits=replace(settings.limits, **{k: v for k, v in limits.items() if v is not None}))
     serve_agent(host, port, settings, grace_s=grace_s)

@@ -2,8 +2,10 @@
 
 Two tasks: the reader parses each text frame and lets the session act on it (a bad or
 unsupported event is answered with one `error` event; the socket stays open); the sender
-takes the outbox in order, each frame within `SEND_TIMEOUT_S`, or the socket is closed
-(1008): a client that stops reading frees the agent at that timeout. The outbox holds a
+takes the outbox in order, each frame within the agent's `realtime_send_s` (30 s), or the
+socket is closed (1008): a client that stops reading frees the agent at that timeout. A
+socket with nothing under way that hears nothing for `realtime_idle_s` (600 s) is closed
+(1000). The outbox holds a
 response's deltas up to `MAX_QUEUED_DELTAS` (the response then waits, holding back its LLM
 and speech session), and can drop a cancelled response's deltas before they go out.
 """
@@ -17,6 +19,7 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
+from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from voicestream.access import accepted_subprotocol
@@ -29,9 +32,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SEND_TIMEOUT_S = 30.0
-IDLE_TIMEOUT_S = 600.0
-"""A socket that sends nothing for this long is closed (1000)."""
 MAX_QUEUED_DELTAS = 64
 MAX_QUEUED_EVENTS = 4096
 """Beyond this many events waiting (a client flooding bad events, say) the socket closes."""
@@ -150,18 +150,28 @@ class RealtimeSocket:
 
     async def _read_all(self) -> None:
         while True:
-            try:
-                async with asyncio.timeout(IDLE_TIMEOUT_S):
-                    message = await self.websocket.receive()
-            except TimeoutError:
-                return
-            if message["type"] == "websocket.disconnect":
+            message = await self._receive_or_idle()
+            if message is None or message["type"] == "websocket.disconnect":
                 return
             self._handling = True
             try:
                 await self._handle(message.get("text"))
             finally:
                 self._handling = False
+
+    async def _receive_or_idle(self) -> Message | None:
+        """The next message; None once the client has sent nothing for `realtime_idle_s`
+        while the socket was idle (an answer being sent keeps it open, however long)."""
+        idle_s = self.service.settings.limits.realtime_idle_s
+        receiving = asyncio.ensure_future(self.websocket.receive())
+        try:
+            while not (await asyncio.wait((receiving,), timeout=idle_s))[0]:
+                if self.idle:
+                    logger.info("closing a realtime socket idle for %g s (1000)", idle_s)
+                    return None
+            return receiving.result()
+        finally:
+            receiving.cancel()
 
     async def _handle(self, text: str | None) -> None:
         try:
@@ -190,13 +200,12 @@ class RealtimeSocket:
         while True:
             event = await self.outbox.get()
             self._sending = True
+            send_s = self.service.settings.limits.realtime_send_s
             try:
-                async with asyncio.timeout(SEND_TIMEOUT_S):
+                async with asyncio.timeout(send_s):
                     await self.websocket.send_text(json.dumps(event.wire()))
             except TimeoutError:
-                logger.warning(
-                    "a realtime client read nothing for %g s; closing it", SEND_TIMEOUT_S
-                )
+                logger.warning("a realtime client read nothing for %g s; closing it", send_s)
                 return
             except (WebSocketDisconnect, RuntimeError, OSError):
                 return

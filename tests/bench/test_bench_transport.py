@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from voicestream.bench.load import measure_load
 from voicestream.bench.transport import TransportTexts, chunk_answer, measure_transport
 from voicestream.engine import KokoroEngine
@@ -23,7 +25,7 @@ def test_latency_mode_cuts_the_first_chunk_early_and_sentence_mode_does_not() ->
 def test_transport_bench_runs_on_tiny_inputs(engine: KokoroEngine) -> None:
     report = measure_transport(engine, trials=1, texts=TINY)
 
-    ttfa, pipeline, latency, sentences, contention = report.tables
+    ttfa, pipeline, latency, sentences, contention, faces = report.tables
     assert all(0 < ms < 30_000 for ms in ttfa.column("mean ms"))
     heard = ttfa.column("first sound median ms")[:2]  # a player starting at the first byte sounds after it
     assert all(sound >= first for sound, first in zip(heard, ttfa.column("min ms"), strict=False))
@@ -34,6 +36,11 @@ def test_transport_bench_runs_on_tiny_inputs(engine: KokoroEngine) -> None:
     assert all(wer < 50 for wer in latency.column("WER %"))
     assert sentences.column("voicestream bytes")[0] > 0
     assert len(contention.rows) == 2 and len(report.charts) == 3
+    assert faces.column("face") == ["session", "Cartesia", "ElevenLabs", "Deepgram"]
+    assert all(ms > 0 for ms in faces.column("first audio ms")) and all(s > 0.5 for s in faces.column("speech s"))
+    assert faces.column("audio B per s")[0] == faces.column("audio B per s")[3] == pytest.approx(48_000)  # raw pcm16
+    base64_json = faces.column("messages B per s")[1]  # Cartesia: the same audio as base64 in JSON
+    assert base64_json > 4 / 3 * 48_000 and all(wire > 0 for wire in faces.column("on the wire B per s"))
 
 
 def test_load_bench_counts_requests_and_busy_answers(engine: KokoroEngine) -> None:

@@ -14,7 +14,10 @@ column alike. Four measurements:
    the chunker either way and spoken over one session; first audio, and the word error
    rate of the whole answer through Whisper tiny.en (does the early cut hurt prosody?);
 4. the reference's three sentences on one live session (bytes and seconds), and the first
-   audio of a newcomer beside three long monologues (the scheduler's priority).
+   audio of a newcomer beside three long monologues (the scheduler's priority);
+5. each streaming face (the session, Cartesia's, ElevenLabs' and Deepgram's sockets): the
+   block's first two sentences sent word by word, first audio and bytes per second of
+   speech (``voicestream.bench.faces``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from websockets.asyncio.client import connect
 
 from voicestream.audio import FirstSound, pcm16_to_float
 from voicestream.bench.asr import transcribe, word_errors
+from voicestream.bench.faces import measure_faces
 from voicestream.bench.report import Advance, Cell, Chart, Report, Table, machine_context, progress
 from voicestream.bench.stats import Timings
 from voicestream.bench.texts import (
@@ -353,7 +357,7 @@ def _servers(engine: KokoroEngine) -> Iterator[dict[str, str]]:
 async def _measure(urls: dict[str, str], engine: KokoroEngine, texts: TransportTexts, trials: int) -> Report:
     context = machine_context()
     url = next(iter(urls.values()))
-    with progress("bench transport", 3 * trials + 2) as advance:
+    with progress("bench transport", 4 * trials + 2) as advance:
         ttfa, ttfa_chart = await _block_vs_first(url, engine, texts, trials, advance)
         pipeline, pipeline_chart = await _pipelined_vs_sequential(urls, texts, trials, advance)
         latency, latency_chart = await _latency_vs_sentence(url, texts, trials, advance)
@@ -365,9 +369,11 @@ async def _measure(urls: dict[str, str], engine: KokoroEngine, texts: TransportT
         advance()
         contention = await _contention(url, texts, trials)
         advance()
+        two_sentences = " ".join(split_sentences(texts.block)[:2])
+        faces = await measure_faces(url.removesuffix(WS_PATH), two_sentences, trials, advance)
     return Report(
         "transport",
-        tables=[ttfa, pipeline, latency, sentences, contention],
+        tables=[ttfa, pipeline, latency, sentences, contention, faces],
         charts=[ttfa_chart, pipeline_chart, latency_chart],
         context={**context, "trials": trials, "voice": "af_heart", "format": "pcm16"},
     )

@@ -78,7 +78,8 @@ def bench_transport(
     plot_file: PlotFile = None,
 ) -> None:
     """First audio over the bidirectional session: block vs first sentence, pipelined vs sequential,
-    latency vs sentence mode (with WER), the reference's three sentences, contention."""
+    latency vs sentence mode (with WER), the reference's three sentences, contention; and each
+    streaming face (session, Cartesia, ElevenLabs, Deepgram) fed word by word: first audio, bytes per second."""
     from voicestream.bench.report import publish
     from voicestream.bench.transport import measure_transport
 

@@ -42,11 +42,25 @@ async def until(ws: ClientConnection, last: str) -> list[dict[str, Any]]:
     return [*events, event]
 
 
-async def ask(ws: ClientConnection, text: str) -> list[dict[str, Any]]:
+async def question(ws: ClientConnection, text: str, **response: Any) -> None:
+    """Say `text` and ask for an answer (with `response`'s parameters, if any)."""
     item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
     await send(ws, type="conversation.item.create", item=item)
-    await send(ws, type="response.create")
+    await send(ws, type="response.create", **({"response": response} if response else {}))
+
+
+async def ask(ws: ClientConnection, text: str, **response: Any) -> list[dict[str, Any]]:
+    await question(ws, text, **response)
     return await until(ws, "response.done")
+
+
+async def text_only(ws: ClientConnection) -> None:
+    """The socket's session, once opened, answers in text (no speech: cheaper)."""
+    await until(ws, "session.created")
+    await send(
+        ws, type="session.update", session={"type": "realtime", "output_modalities": ["text"]}
+    )
+    await until(ws, "session.updated")
 
 
 def text(content: str | list[dict[str, Any]]) -> str:
@@ -173,7 +187,7 @@ async def test_a_deleted_item_leaves_the_stored_conversation(agent):
     url, llm = agent
     headers = {"Authorization": f"Bearer {KEY}", SESSION_HEADER: new_session_id()}
     async with connect(f"{url}/ws", additional_headers=headers) as ws:
-        await until(ws, "session.created")
+        await text_only(ws)
         for question, deleted in (
             ("My name is Ada", ("assistant",)),
             ("I live in Paris", ("user", "assistant")),
@@ -186,7 +200,7 @@ async def test_a_deleted_item_leaves_the_stored_conversation(agent):
                     deleted_id = (await until(ws, "conversation.item.deleted"))[-1]["item_id"]
                     assert deleted_id == item["id"]
     async with connect(f"{url}/ws", additional_headers=headers) as ws:
-        await until(ws, "session.created")
+        await text_only(ws)
         await ask(ws, "Who am I")
     said = [text(m["content"]) for m in llm.requests[-1]["messages"] if m["role"] != "system"]
     assert said == ["My name is Ada\nWho am I"]
@@ -201,13 +215,7 @@ async def test_a_drain_sends_each_socket_away_once_it_has_nothing_left_to_send(s
         async with connect(f"{url}/v1/realtime") as quiet, connect(f"{url}/v1/realtime") as busy:
             for ws in (quiet, busy):
                 await until(ws, "session.created")
-            item = {
-                "type": "message",
-                "role": "user",
-                "content": [{"type": "input_text", "text": "Hi"}],
-            }
-            await send(busy, type="conversation.item.create", item=item)
-            await send(busy, type="response.create")
+            await question(busy, "Hi")
             await until(busy, "response.created")
             drain = asyncio.create_task(service.drain(grace_s=300))
             await asyncio.wait_for(quiet.wait_closed(), 30)
@@ -237,3 +245,32 @@ async def test_an_idle_socket_closes_at_the_idle_bound(speech_server):
         async with asyncio.timeout(10):
             while services[0].sockets:
                 await asyncio.sleep(0.01)
+
+
+async def test_text_only_answers_ask_no_speech_server():
+    """`output_modalities: ["text"]`, for the session or one response: the answer's text
+    events, no audio, and no speech server (the agent's is an address nothing listens on)."""
+    with echo_agent("ws://127.0.0.1:9") as (url, _):
+        async with connect(f"{url}/v1/realtime") as ws:
+            await until(ws, "session.created")
+            once = await ask(ws, "Hi", output_modalities=["text"])
+            await send(
+                ws,
+                type="session.update",
+                session={"type": "realtime", "output_modalities": ["text"]},
+            )
+            await until(ws, "session.updated")
+            again = await ask(ws, "Bye")
+    for events, said in (
+        (once, "You said: Hi. I was sent 1 messages."),
+        (again, "You said: Bye. I was sent 3 messages."),
+    ):
+        kinds = {e["type"] for e in events}
+        assert not any("audio" in kind for kind in kinds)
+        assert (
+            "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta") == said
+        )
+        assert next(e for e in events if e["type"] == "response.output_text.done")["text"] == said
+        done = events[-1]["response"]
+        assert (done["status"], done["output_modalities"]) == ("completed", ["text"])
+        assert done["output"][0]["content"] == [{"type": "output_text", "text": said}]

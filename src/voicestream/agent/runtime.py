@@ -342,6 +342,50 @@ async def run(
         await _shielded(_stop(tasks, connecting))
 
 
+async def write(
+    request: AgentRequest,
+    llm: Model | Agent,
+    *,
+    request_id: str | None = None,
+    limits: AnswerLimits | None = None,
+    messages: Messages | None = None,
+    turn: Turn | None = None,
+) -> AsyncGenerator[dict[str, Any], None]:
+    """Answer `request` in text only, asking no speech server: `run`'s events less the
+    audio (`agent_start`, `text_delta`s, `agent_end`), within the same deadline; an LLM
+    failure or the deadline ends it with one `error`. `turn` receives the text."""
+    limits = limits or AnswerLimits()
+    deadline = asyncio.get_running_loop().time() + limits.answer_timeout_s
+    request_id = request_id or new_request_id()
+    answer = _Answer(request, request_id, deadline, turn or Turn(request_id, request.prompt))
+    yield answer.event(AgentStart, mode=request.mode)
+    stream = stream_text(llm, messages or request.prompt, answer.language)
+    try:
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    delta = await anext(stream)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                late = f"the answer took longer than {limits.answer_timeout_s:g} s and was stopped"
+                yield answer.event(AgentError, code=ErrorCode.ANSWER_TIMEOUT, message=late)
+                break
+            except Exception as error:  # noqa: BLE001 - any provider's failure is llm_error
+                logger.warning("the LLM failed: %r", error)
+                failed = _llm_message(error)
+                yield answer.event(AgentError, code=ErrorCode.LLM_ERROR, message=failed)
+                break
+            answer.turn.add_text(delta)
+            event = answer.event(TextDelta, seq=answer.text_seq, text=delta)
+            answer.ttft_ms = answer.ttft_ms or event["t_ms"]
+            answer.text_seq += 1
+            yield event
+    finally:
+        await stream.aclose()
+    yield answer.end()
+
+
 async def _text_task(
     answer: _Answer,
     llm: Model | Agent,

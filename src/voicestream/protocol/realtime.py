@@ -545,6 +545,16 @@ class TranscriptDone(_PartEvent):
     transcript: str
 
 
+class OutputTextDelta(_PartEvent):
+    type: Literal["response.output_text.delta"] = "response.output_text.delta"
+    delta: str
+
+
+class OutputTextDone(_PartEvent):
+    type: Literal["response.output_text.done"] = "response.output_text.done"
+    text: str
+
+
 class ErrorEvent(ServerEvent):
     type: Literal["error"] = "error"
     error: dict[str, Any]

@@ -1,5 +1,6 @@
 """One Realtime response: the agent's answer (`runtime.run`: LLM stream, latency-mode chunks,
-one speech session) as the Realtime API's response events.
+one speech session; or, text only, `runtime.write`: the LLM stream alone) as the Realtime
+API's response events.
 
 Audio goes out as it comes (in the session's output format); the transcript follows it, a
 word at a time once that word's audio has gone out (the speech server's word times), the
@@ -25,7 +26,7 @@ from strands.types.content import Messages
 
 from voicestream.agent.conversation import BYTES_PER_SECOND, Turn, heard_text
 from voicestream.agent.realtime.codecs import OutputEncoder
-from voicestream.agent.runtime import AnswerLimits, run
+from voicestream.agent.runtime import AnswerLimits, run, write
 from voicestream.protocol import AgentRequest
 from voicestream.protocol.realtime import (
     AudioFormat,
@@ -39,6 +40,8 @@ from voicestream.protocol.realtime import (
     OutputAudioDone,
     OutputItemAdded,
     OutputItemDone,
+    OutputTextDelta,
+    OutputTextDone,
     ResponseCreated,
     ResponseDone,
     ResponseStatus,
@@ -124,13 +127,14 @@ class Response:
         turn: Turn,
         on_end: Callable[[Response], None],
         metadata: dict[str, str] | None = None,
+        modalities: list[str] | None = None,
     ) -> None:
         self.id = turn.request_id
+        self.modalities = modalities or ["audio"]
+        self.speaks = "audio" in self.modalities
+        """Audio with its transcript; else text only: no speech server is asked."""
         self.item = Item(
-            id=new_id("item"),
-            role="assistant",
-            status="in_progress",
-            content=[ContentPart(type="output_audio", transcript="")],
+            id=new_id("item"), role="assistant", status="in_progress", content=[self._content("")]
         )
         self.setup = setup
         self._send = send
@@ -163,9 +167,7 @@ class Response:
         await self._send(OutputItemAdded(response_id=self.id, item=self.item.wire()), None)
         await self._send(ItemAdded(item=self.item.wire(), previous_item_id=previous_item_id), None)
         await self._send(
-            ContentPartAdded(
-                response_id=self.id, item_id=self.item.id, part={"type": "audio", "transcript": ""}
-            ),
+            ContentPartAdded(response_id=self.id, item_id=self.item.id, part=self._wire_part("")),
             None,
         )
         self.task = asyncio.create_task(self._drive(), name=f"realtime-{self.id}")
@@ -181,7 +183,8 @@ class Response:
         if self.done:
             return
         self.muted = True
-        self.turn.heard_s = self.heard_estimate_ms / 1000
+        if self.speaks:
+            self.turn.heard_s = self.heard_estimate_ms / 1000
         await self._finish("cancelled", {"type": "cancelled", "reason": reason})
         if self.task is not None:
             self.task.cancel()
@@ -198,19 +201,30 @@ class Response:
         request = AgentRequest(
             prompt=self.turn.question or "continue", voice=self.kokoro_voice, speed=self.speed
         )
+        llm = Instructed(self.setup.llm, self.instructions)
         failure: dict[str, Any] | None = None
         try:
-            answer = run(
-                request,
-                Instructed(self.setup.llm, self.instructions),
-                self.setup.speech_url,
-                speech_api_key=self.setup.speech_api_key,
-                request_id=self.id,
-                schedule=self.setup.schedule,
-                limits=self.setup.limits,
-                messages=self.messages,
-                turn=self.turn,
-            )
+            if self.speaks:
+                answer = run(
+                    request,
+                    llm,
+                    self.setup.speech_url,
+                    speech_api_key=self.setup.speech_api_key,
+                    request_id=self.id,
+                    schedule=self.setup.schedule,
+                    limits=self.setup.limits,
+                    messages=self.messages,
+                    turn=self.turn,
+                )
+            else:
+                answer = write(
+                    request,
+                    llm,
+                    request_id=self.id,
+                    limits=self.setup.limits,
+                    messages=self.messages,
+                    turn=self.turn,
+                )
             async with contextlib.aclosing(answer):
                 async for event in answer:
                     if self.muted:
@@ -244,6 +258,8 @@ class Response:
             )
 
     async def _translate(self, event: dict[str, Any]) -> None:
+        if event["type"] == "text_delta" and not self.speaks:
+            await self._delta(OutputTextDelta(delta=event["text"], **self._part()))
         if event["type"] != "audio_chunk":
             return
         audio = self._encoder.encode(event["data"])
@@ -266,22 +282,25 @@ class Response:
         if self.done:
             return
         self.done = True
-        if status == "completed":
-            rest = self._transcript.rest()
-            if rest:
-                await self._send(TranscriptDelta(delta=rest, **self._part()), None)
-        transcript = self._transcript.full() if status == "completed" else self._transcript.released
+        if not self.speaks:
+            text = self.turn.text
+            await self._send(OutputTextDone(text=text, **self._part()), None)
+        else:
+            if status == "completed":
+                rest = self._transcript.rest()
+                if rest:
+                    await self._send(TranscriptDelta(delta=rest, **self._part()), None)
+            done = status == "completed"
+            text = self._transcript.full() if done else self._transcript.released
+            await self._send(OutputAudioDone(**self._part()), None)
+            await self._send(TranscriptDone(transcript=text, **self._part()), None)
         self.item = self.item.model_copy(
             update={
                 "status": "completed" if status == "completed" else "incomplete",
-                "content": [ContentPart(type="output_audio", transcript=transcript)],
+                "content": [self._content(text)],
             }
         )
-        await self._send(OutputAudioDone(**self._part()), None)
-        await self._send(TranscriptDone(transcript=transcript, **self._part()), None)
-        await self._send(
-            ContentPartDone(part={"type": "audio", "transcript": transcript}, **self._part()), None
-        )
+        await self._send(ContentPartDone(part=self._wire_part(text), **self._part()), None)
         await self._send(OutputItemDone(response_id=self.id, item=self.item.wire()), None)
         await self._send(ItemDone(item=self.item.wire()), None)
         await self._send(ResponseDone(response=self._object(status, details)), None)
@@ -294,10 +313,23 @@ class Response:
             self.id,
             status,
             output=output,
-            voice=self.voice,
+            modalities=self.modalities,
+            voice=self.voice if self.speaks else None,
             output_format=self.output_format,
             details=details,
             metadata=self.metadata,
+        )
+
+    def _content(self, text: str) -> ContentPart:
+        """The item's one content part, as the conversation holds it."""
+        if self.speaks:
+            return ContentPart(type="output_audio", transcript=text)
+        return ContentPart(type="output_text", text=text)
+
+    def _wire_part(self, text: str) -> dict[str, Any]:
+        """The part as `response.content_part.added` / `.done` carry it."""
+        return (
+            {"type": "audio", "transcript": text} if self.speaks else {"type": "text", "text": text}
         )
 
 

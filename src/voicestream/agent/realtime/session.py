@@ -365,9 +365,6 @@ class RealtimeSession:
 
     async def _respond(self, event: ResponseCreate) -> None:
         params = event.response
-        modalities = params.output_modalities or self.config.output_modalities
-        if "audio" not in modalities:
-            raise unsupported("a text-only response", "response.output_modalities", event.event_id)
         if params.conversation not in (None, "auto"):
             raise unsupported(
                 "a response outside the conversation", "response.conversation", event.event_id
@@ -384,10 +381,15 @@ class RealtimeSession:
         instructions = (
             params.instructions if params.instructions is not None else self.config.instructions
         )
-        await self._start_response(instructions, event.event_id, params.metadata)
+        modalities = params.output_modalities or self.config.output_modalities
+        await self._start_response(instructions, event.event_id, params.metadata, modalities)
 
     async def _start_response(
-        self, instructions: str, event_id: str | None = None, metadata: dict[str, str] | None = None
+        self,
+        instructions: str,
+        event_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+        modalities: list[str] | None = None,
     ) -> None:
         if self.response is not None:
             return
@@ -421,6 +423,7 @@ class RealtimeSession:
             turn=turn,
             on_end=self._ended,
             metadata=metadata,
+            modalities=list(modalities or self.config.output_modalities),
         )
         self.response = response
         self.conversation.ask(turn)

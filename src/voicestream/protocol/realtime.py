@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -336,19 +336,8 @@ ClientEvent = Annotated[
 ]
 _CLIENT_EVENT: TypeAdapter[ClientEvent] = TypeAdapter(ClientEvent)
 CLIENT_EVENT_TYPES = frozenset(
-    model.model_fields["type"].annotation.__args__[0]  # type: ignore[union-attr]
-    for model in (
-        SessionUpdate,
-        InputAudioBufferAppend,
-        InputAudioBufferCommit,
-        InputAudioBufferClear,
-        ConversationItemCreate,
-        ConversationItemDelete,
-        ConversationItemTruncate,
-        ResponseCreate,
-        ResponseCancel,
-        OutputAudioBufferClear,
-    )
+    get_args(model.model_fields["type"].annotation)[0]
+    for model in get_args(get_args(ClientEvent)[0])
 )
 UNSUPPORTED_EVENTS: Mapping[str, str] = {
     "conversation.item.retrieve": "conversation.item.retrieve",
@@ -413,21 +402,24 @@ class SessionUpdated(_SessionEvent):
     type: Literal["session.updated"] = "session.updated"
 
 
-class SpeechStarted(ServerEvent):
+class _ItemIdEvent(ServerEvent):
+    """An event about one item, named by its id."""
+
+    item_id: str
+
+
+class SpeechStarted(_ItemIdEvent):
     type: Literal["input_audio_buffer.speech_started"] = "input_audio_buffer.speech_started"
     audio_start_ms: int
-    item_id: str
 
 
-class SpeechStopped(ServerEvent):
+class SpeechStopped(_ItemIdEvent):
     type: Literal["input_audio_buffer.speech_stopped"] = "input_audio_buffer.speech_stopped"
     audio_end_ms: int
-    item_id: str
 
 
-class BufferCommitted(ServerEvent):
+class BufferCommitted(_ItemIdEvent):
     type: Literal["input_audio_buffer.committed"] = "input_audio_buffer.committed"
-    item_id: str
     previous_item_id: str | None = None
 
 
@@ -448,34 +440,33 @@ class ItemDone(_ItemEvent):
     type: Literal["conversation.item.done"] = "conversation.item.done"
 
 
-class ItemDeleted(ServerEvent):
+class ItemDeleted(_ItemIdEvent):
     type: Literal["conversation.item.deleted"] = "conversation.item.deleted"
-    item_id: str
 
 
-class ItemTruncated(ServerEvent):
+class _ContentEvent(_ItemIdEvent):
+    """An event about one content part of an item (the agent's items have one)."""
+
+    content_index: int = 0
+
+
+class ItemTruncated(_ContentEvent):
     type: Literal["conversation.item.truncated"] = "conversation.item.truncated"
-    item_id: str
-    content_index: int
     audio_end_ms: int
 
 
-class InputTranscriptionCompleted(ServerEvent):
+class InputTranscriptionCompleted(_ContentEvent):
     type: Literal["conversation.item.input_audio_transcription.completed"] = (
         "conversation.item.input_audio_transcription.completed"
     )
-    item_id: str
-    content_index: int = 0
     transcript: str
     usage: dict[str, Any]
 
 
-class InputTranscriptionFailed(ServerEvent):
+class InputTranscriptionFailed(_ContentEvent):
     type: Literal["conversation.item.input_audio_transcription.failed"] = (
         "conversation.item.input_audio_transcription.failed"
     )
-    item_id: str
-    content_index: int = 0
     error: dict[str, Any]
 
 
@@ -505,11 +496,11 @@ class OutputItemDone(_OutputItemEvent):
     type: Literal["response.output_item.done"] = "response.output_item.done"
 
 
-class _PartEvent(ServerEvent):
+class _PartEvent(_ContentEvent):
+    """An event about the content part an answer is writing."""
+
     response_id: str
-    item_id: str
     output_index: int = 0
-    content_index: int = 0
 
 
 class _ContentPartEvent(_PartEvent):
@@ -524,20 +515,22 @@ class ContentPartDone(_ContentPartEvent):
     type: Literal["response.content_part.done"] = "response.content_part.done"
 
 
-class OutputAudioDelta(_PartEvent):
-    type: Literal["response.output_audio.delta"] = "response.output_audio.delta"
+class _DeltaEvent(_PartEvent):
     delta: str
+
+
+class OutputAudioDelta(_DeltaEvent):
+    type: Literal["response.output_audio.delta"] = "response.output_audio.delta"
 
 
 class OutputAudioDone(_PartEvent):
     type: Literal["response.output_audio.done"] = "response.output_audio.done"
 
 
-class TranscriptDelta(_PartEvent):
+class TranscriptDelta(_DeltaEvent):
     type: Literal["response.output_audio_transcript.delta"] = (
         "response.output_audio_transcript.delta"
     )
-    delta: str
 
 
 class TranscriptDone(_PartEvent):
@@ -545,9 +538,8 @@ class TranscriptDone(_PartEvent):
     transcript: str
 
 
-class OutputTextDelta(_PartEvent):
+class OutputTextDelta(_DeltaEvent):
     type: Literal["response.output_text.delta"] = "response.output_text.delta"
-    delta: str
 
 
 class OutputTextDone(_PartEvent):

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tests.agent.realtime_checks import checked, echo_agent
+from tests.agent.realtime_checks import b64, checked, echo_agent, silence, spoken
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
@@ -274,3 +274,29 @@ async def test_text_only_answers_ask_no_speech_server():
         done = events[-1]["response"]
         assert (done["status"], done["output_modalities"]) == ("completed", ["text"])
         assert done["output"][0]["content"] == [{"type": "output_text", "text": said}]
+
+
+async def test_the_user_turn_is_transcribed_while_it_is_spoken(agent, speech_server):
+    """With `audio.input.transcription` set, a turn still being spoken gets
+    `input_audio_transcription.delta`s for its item, before it is committed and completed."""
+    url, _ = agent
+    words = "Hello there, this is a test of the interim transcription."
+    speech = spoken(speech_server, words)
+    headers = {"Authorization": f"Bearer {KEY}"}
+    async with connect(f"{url}/v1/realtime", additional_headers=headers) as ws:
+        await until(ws, "session.created")
+        detection = {"type": "server_vad", "silence_duration_ms": 1000, "create_response": False}
+        audio = {"input": {"transcription": {"model": "whisper-1"}, "turn_detection": detection}}
+        await send(ws, type="session.update", session={"type": "realtime", "audio": audio})
+        await until(ws, "session.updated")
+        await send(ws, type="input_audio_buffer.append", audio=b64(speech))
+        spoken_part = await until(ws, "conversation.item.input_audio_transcription.delta")
+        await send(ws, type="input_audio_buffer.append", audio=b64(silence(1.5)))
+        rest = await until(ws, "conversation.item.input_audio_transcription.completed")
+    kinds = [e["type"] for e in spoken_part]
+    assert "input_audio_buffer.speech_started" in kinds
+    assert "input_audio_buffer.speech_stopped" not in kinds, "the delta came while speaking"
+    committed = next(e for e in rest if e["type"] == "input_audio_buffer.committed")
+    assert spoken_part[-1]["item_id"] == committed["item_id"] == rest[-1]["item_id"]
+    first_word = spoken_part[-1]["delta"].split()[0].strip(",.").lower()
+    assert first_word == rest[-1]["transcript"].split()[0].strip(",.").lower() == "hello"

@@ -463,6 +463,13 @@ class InputTranscriptionCompleted(_ContentEvent):
     usage: dict[str, Any]
 
 
+class InputTranscriptionDelta(_ContentEvent):
+    type: Literal["conversation.item.input_audio_transcription.delta"] = (
+        "conversation.item.input_audio_transcription.delta"
+    )
+    delta: str
+
+
 class InputTranscriptionFailed(_ContentEvent):
     type: Literal["conversation.item.input_audio_transcription.failed"] = (
         "conversation.item.input_audio_transcription.failed"

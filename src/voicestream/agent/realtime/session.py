@@ -39,6 +39,7 @@ from voicestream.protocol.realtime import (
     InputAudioBufferClear,
     InputAudioBufferCommit,
     InputTranscriptionCompleted,
+    InputTranscriptionDelta,
     InputTranscriptionFailed,
     Item,
     ItemAdded,
@@ -72,6 +73,9 @@ MODEL_NAME = "voicestream"
 MIN_COMMIT_MS = 100
 """A manual commit of less audio is refused, as OpenAI's server refuses it."""
 TRANSCRIPTION_WAIT_S = 60.0
+INTERIM_EVERY_MS = 1000
+"""While the user speaks (with `audio.input.transcription` set), the turn so far is
+transcribed again after this much more of it, one pass at a time."""
 
 
 class RealtimeSession:
@@ -100,6 +104,11 @@ class RealtimeSession:
         self.response: Response | None = None
         self.last_response: Response | None = None
         self.transcribing: asyncio.Task[str] | None = None
+        self._interim: asyncio.Task[None] | None = None
+        self._interim_ms = 0
+        """How much of the turn being spoken the last interim pass heard."""
+        self._interim_text = ("", "")
+        """(item id, text) the interim deltas have sent of the turn being spoken."""
         self._background: set[asyncio.Task[Any]] = set()
         settings = service.settings
         self._setup = AnswerSetup(
@@ -216,6 +225,36 @@ class RealtimeSession:
                 await self.send(SpeechStopped(audio_end_ms=turn.ms, item_id=self.audio.item_id))
                 start_ms = max(0, turn.ms - self.audio.held_ms)
                 await self._commit(start_ms, respond=vad is not None and vad.create_response)
+        self._transcribe_partly()
+
+    def _transcribe_partly(self) -> None:
+        """While the user speaks, transcribe the turn so far (one pass at a time, after each
+        `INTERIM_EVERY_MS` more of it) and send what extends the text already sent as
+        `input_audio_transcription.delta` (clients add the deltas up); the committed turn's
+        own transcription (`.completed`) is the final word."""
+        if not self.audio.speaking or self.config.audio.input.transcription is None:
+            return
+        if self._interim is not None and not self._interim.done():
+            return
+        item_id = self.audio.item_id
+        if self._interim_text[0] != item_id:
+            self._interim_text, self._interim_ms = (item_id, ""), 0
+        if self.audio.held_ms - self._interim_ms < INTERIM_EVERY_MS:
+            return
+        self._interim_ms = self.audio.held_ms
+        samples = self.audio.peek()
+
+        async def interim() -> None:
+            with contextlib.suppress(ProtocolError, TimeoutError):
+                async with asyncio.timeout(TRANSCRIPTION_WAIT_S):
+                    text = (await self.service.recognizer.transcribe_async(samples)).strip()
+                sent = self._interim_text
+                if sent[0] == item_id and text.startswith(sent[1]) and text != sent[1]:
+                    self._interim_text = (item_id, text)
+                    delta = text[len(sent[1]) :]
+                    await self.send(InputTranscriptionDelta(item_id=item_id, delta=delta))
+
+        self._interim = self._spawn(interim())
 
     async def _interrupt(self) -> None:
         """The listener speaks: cancel the answer being sent; an answer sent but still
@@ -228,6 +267,8 @@ class RealtimeSession:
                 last.turn.heard_s = last.heard_estimate_ms / 1000
 
     async def _commit(self, start_ms: int | None, respond: bool) -> None:
+        if self._interim is not None:
+            self._interim.cancel()  # the turn's own transcription follows: leave it the CPU
         item_id = self.audio.item_id
         samples = self.audio.take(start_ms)
         item = Item(id=item_id, role="user", content=[ContentPart(type="input_audio")])

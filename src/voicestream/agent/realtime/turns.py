@@ -62,6 +62,10 @@ class InputAudio:
         self._trim(keep)
         return [type(e)(self.start_ms + e.ms) for e in events]
 
+    def peek(self) -> FloatArray:
+        """The audio held now (while a turn is spoken: all of it so far), left in place."""
+        return self._samples.copy()
+
     def take(self, start_ms: int | None = None) -> FloatArray:
         """The turn's samples (from `start_ms` less the prefix padding, when given), emptying
         the buffer for the next turn."""

@@ -15,6 +15,7 @@ left them on the wire.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import time
@@ -32,6 +33,8 @@ from voicestream.protocol.elevenlabs import DEFAULT_OUTPUT_FORMAT, AudioAnswer, 
 from voicestream.protocol.messages import DEFAULT_VOICE, SynthesizePiece
 
 CONTEXT = "bench"
+UTTERANCE_TIMEOUT_S = 300.0
+"""How long one utterance may take, all its audio included, before the run fails."""
 """The request or context id of every face's one utterance."""
 Frame = str | bytes
 Read = tuple[bytes, bool]
@@ -171,13 +174,14 @@ async def speak_word_by_word(base_url: str, face: Face, text: str) -> FaceRun:
         for message in face.messages(words):
             await ws.send(message)
         ended = False
-        while not ended:
-            frame = await ws.recv()
-            message_bytes += len(frame) if isinstance(frame, bytes) else len(frame.encode())
-            data, ended = face.read(frame)
-            if data and first_audio_s is None:
-                first_audio_s = time.monotonic() - sent
-            audio += data
+        async with asyncio.timeout(UTTERANCE_TIMEOUT_S):
+            while not ended:
+                frame = await ws.recv()
+                message_bytes += len(frame) if isinstance(frame, bytes) else len(frame.encode())
+                data, ended = face.read(frame)
+                if data and first_audio_s is None:
+                    first_audio_s = time.monotonic() - sent
+                audio += data
         wire = ws.received - opened
     if first_audio_s is None:
         raise FaceError(f"{face.label} ended the utterance without audio")

@@ -300,3 +300,20 @@ async def test_the_user_turn_is_transcribed_while_it_is_spoken(agent, speech_ser
     assert spoken_part[-1]["item_id"] == committed["item_id"] == rest[-1]["item_id"]
     first_word = spoken_part[-1]["delta"].split()[0].strip(",.").lower()
     assert first_word == rest[-1]["transcript"].split()[0].strip(",.").lower() == "hello"
+
+
+async def test_a_spoken_turn_the_agent_cannot_answer_gets_a_busy_error(speech_server):
+    """Server VAD's own response, refused (no answer slot: at `max_answers`, or draining),
+    is said to the client as an `error` (`busy`) on an open socket."""
+    with echo_agent(speech_server, limits=AnswerLimits(max_answers=0)) as (url, _):
+        async with connect(f"{url}/v1/realtime") as ws:
+            await until(ws, "session.created")
+            speech = spoken(speech_server, "Hello there.") + silence(1.0)
+            await send(ws, type="input_audio_buffer.append", audio=b64(speech))
+            events = await until(ws, "error")
+            assert events[-1]["error"]["code"] == "busy"
+            assert "conversation.item.input_audio_transcription.completed" in {
+                e["type"] for e in events
+            }
+            await send(ws, type="input_audio_buffer.clear")
+            await until(ws, "input_audio_buffer.cleared")

@@ -35,6 +35,7 @@ from voicestream.protocol.realtime import (
     ConversationItemCreate,
     ConversationItemDelete,
     ConversationItemTruncate,
+    ErrorEvent,
     InputAudioBufferAppend,
     InputAudioBufferClear,
     InputAudioBufferCommit,
@@ -311,7 +312,10 @@ class RealtimeSession:
             )
             await self.send(ItemDone(item=done.wire()))
             if respond and text.strip():
-                await self._start_response(self.config.instructions)
+                try:
+                    await self._start_response(self.config.instructions)
+                except RealtimeError as error:  # busy, or draining: said, not a failure
+                    await self.send(ErrorEvent.of(error))
             return text
 
         self.transcribing = self._spawn(transcribe())

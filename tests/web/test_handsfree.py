@@ -1,4 +1,4 @@
-"""Hands-free in Chromium: a question spoken by `voicestream say` (a 48 kHz WAV, looped by the
+"""Hands-free in Chromium: a question spoken by the engine (a 48 kHz WAV, looped by the
 fake microphone) streams into the agent's /v1/realtime; the server's VAD ends the turn and
 the page plays the answer; speaking over it (the next loop of the question) silences it,
 and the page tells the agent how much it had played; then Send asks by text on the same
@@ -7,13 +7,10 @@ socket. Asserted from the page's own account
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import wave
 from pathlib import Path
 
 from tests.asr import words
-from tests.web.browser import SOUND_LEVEL, launch_chromium, open_page
+from tests.web.browser import SOUND_LEVEL, launch_chromium, microphone_page, open_page, spoken_wav
 
 QUESTION = "Tell me a long story about a lighthouse keeper."
 PAUSE_S = 3.0
@@ -40,39 +37,13 @@ ACCOUNT = "window.voicestreamHandsFree"
 KEY = "handsfree-key-1"
 
 
-def looped_question(path: Path) -> None:
-    """QUESTION spoken at 48 kHz (a microphone's rate), then PAUSE_S of silence, as a WAV."""
-    spoken = path.with_name("spoken.wav")
-    subprocess.run(
-        [sys.executable, "-m", "voicestream.cli", "say", QUESTION, "-o", str(spoken), "--sample-rate", str(RATE)],
-        check=True, timeout=180, capture_output=True,
-    )
-    with wave.open(str(spoken)) as source:
-        assert (source.getframerate(), source.getnchannels(), source.getsampwidth()) == (RATE, 1, 2)
-        frames = source.readframes(source.getnframes())
-    with wave.open(str(path), "wb") as looped:
-        looped.setnchannels(1)
-        looped.setsampwidth(2)
-        looped.setframerate(RATE)
-        looped.writeframes(frames + bytes(2 * int(PAUSE_S * RATE)))
-
-
 def test_handsfree_answer_is_heard_and_speaking_over_it_silences_it(
-    playwright, agent_url, long_winded_llm, tmp_path: Path
+    playwright, engine, agent_url, long_winded_llm, tmp_path: Path
 ):
     question = tmp_path / "question.wav"
-    looped_question(question)
-    microphone = launch_chromium(
-        playwright,
-        "--use-fake-device-for-media-stream",
-        "--use-fake-ui-for-media-stream",
-        f"--use-file-for-fake-audio-capture={question}",
-    )
-    try:
-        opened = open_page(microphone, f"{agent_url}/")
+    spoken_wav(engine, QUESTION, question, rate=RATE, pause_s=PAUSE_S)  # looped by the microphone
+    with microphone_page(playwright, question, f"{agent_url}/") as opened:
         page = opened.page
-        page.wait_for_selector("#voice option[value=af_heart]", state="attached")
-
         page.click("#handsfree")
         page.wait_for_function(f"{ACCOUNT}.state === 'listening'", timeout=30_000)
         assert page.is_disabled("#talk")
@@ -127,8 +98,6 @@ def test_handsfree_answer_is_heard_and_speaking_over_it_silences_it(
         realtime = [url for url in opened.requested if url.startswith("ws:")]
         assert realtime == [f"{agent_url.replace('http:', 'ws:')}/v1/realtime"], opened.requested
         assert opened.hosts() == {"127.0.0.1"}, opened.requested
-    finally:
-        microphone.close()
 
 
 def test_handsfree_offers_the_pages_key_as_a_subprotocol_never_in_the_url(

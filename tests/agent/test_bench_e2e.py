@@ -16,7 +16,7 @@ def test_word_error_rate_uses_whisper_normalization() -> None:
 def test_latency_against_sentence_mode_on_one_prompt(engine: KokoroEngine) -> None:
     prompt = "What is a black hole?"
     report = measure_e2e(
-        engine, prompts=(prompt,), modes=(), trials=1, transcribe=lambda pcm, rate: "", max_tokens=30
+        engine, prompts=(prompt,), modes=(), trials=1, transcribe=lambda pcm, rate: "", max_tokens=20
     )
     (comparison,) = report.comparisons
     assert comparison.same_answer, "the seeded LLM gives both modes the same answer"

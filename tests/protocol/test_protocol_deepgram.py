@@ -26,6 +26,10 @@ def test_model_ids_name_aura_voices_or_kokoro_voices() -> None:
     assert kokoro_voice("af_bella am_adam") == "af_bella+am_adam"  # an unescaped + in a query
     assert kokoro_voice("aura-2-viktoria-de") == kokoro_voice("aura-2-rhea-nl") == "af_heart"  # English stand-ins
     assert kokoro_voice("aura-2-julius-de") == kokoro_voice("aura-2-sander-nl") == "am_michael"
+    assert kokoro_voice("aura-2-hector-fr") == "ff_siwis"  # Kokoro's one French voice
+    assert [kokoro_voice(f"aura-2-{name}") for name in ("livia-it", "perseo-it", "izanami-ja", "fujin-ja", "gloria-es",
+                                                        "valerio-es")] == ["if_sara", "im_nicola", "jf_alpha", "jm_kumo",
+                                                                           "ef_dora", "em_alex"]
     with pytest.raises(ProtocolError) as unknown:
         kokoro_voice("aura-2-nobody-en")
     assert unknown.value.code is ErrorCode.UNKNOWN_VOICE

@@ -37,14 +37,18 @@ _AURA_BY_KOKORO: Mapping[str, tuple[str, ...]] = {
     "am_onyx": ("orpheus", "zeus", "hermes"),
     "bm_george": ("helios", "draco"),
     "bm_lewis": ("angus", "hyperion"),
-    "ef_dora": ("celeste", "estrella", "carina", "diana", "selena", "agustina", "antonia"),
-    "em_alex": ("nestor", "sirio", "alvaro", "aquila", "javier"),
-    "ff_siwis": ("agathe",),
-    "if_sara": ("cinzia", "demetra"),
-    "im_nicola": ("cesare", "dionisio"),
-    "jf_alpha": ("ama",),
-    "jm_kumo": ("ebisu",),
+    "ef_dora": ("celeste", "estrella", "carina", "diana", "selena", "agustina", "antonia", "gloria", "olivia",
+                "silvia"),
+    "em_alex": ("nestor", "sirio", "alvaro", "aquila", "javier", "luciano", "valerio"),
+    "ff_siwis": ("agathe", "hector"),
+    "if_sara": ("cinzia", "demetra", "livia", "maia", "melia"),
+    "im_nicola": ("cesare", "dionisio", "elio", "flavio", "perseo"),
+    "jf_alpha": ("ama", "izanami", "uzume"),
+    "jm_kumo": ("ebisu", "fujin"),
 }
+"""Each Aura voice Deepgram lists (its voice catalog, 2026) by the Kokoro voice that speaks it:
+the same language and expressed gender, but for French's Hector, spoken by Kokoro's one
+French voice (a woman's): the language matters more to a listener than the voice's gender."""
 _LANGUAGE_BY_LETTER = {"a": "en", "b": "en", "e": "es", "f": "fr", "i": "it", "j": "ja"}
 ENGLISH_STAND_INS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "de": {"af_heart": ("viktoria", "elara", "aurelia", "lara", "kara"), "am_michael": ("julius", "fabian")},

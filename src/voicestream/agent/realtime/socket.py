@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -104,6 +105,8 @@ class RealtimeSocket:
         self._gone: asyncio.Future[int] = self._loop.create_future()
         self._handling = False
         self._sending = False
+        self._last_activity = time.monotonic()
+        """When the client last sent an event or the socket last sent one: the idle clock's start."""
 
     @property
     def idle(self) -> bool:
@@ -160,16 +163,22 @@ class RealtimeSocket:
                 self._handling = False
 
     async def _receive_or_idle(self) -> Message | None:
-        """The next message; None once the client has sent nothing for `realtime_idle_s`
-        while the socket was idle (an answer being sent keeps it open, however long)."""
+        """The next message; None once nothing was received or sent for `realtime_idle_s`
+        and the socket is idle (an answer being sent keeps it open, however long). The
+        clock starts at the last event either way, as the speech server's connections' does."""
         idle_s = self.service.settings.limits.realtime_idle_s
         receiving = asyncio.ensure_future(self.websocket.receive())
         try:
-            while not (await asyncio.wait((receiving,), timeout=idle_s))[0]:
-                if self.idle:
-                    logger.info("closing a realtime socket idle for %g s (1000)", idle_s)
-                    return None
-            return receiving.result()
+            while True:
+                remaining = self._last_activity + idle_s - time.monotonic()
+                if remaining <= 0:
+                    if self.idle:
+                        logger.info("closing a realtime socket idle for %g s (1000)", idle_s)
+                        return None
+                    remaining = idle_s  # something under way that sends nothing yet: look again later
+                if (await asyncio.wait((receiving,), timeout=remaining))[0]:
+                    self._last_activity = time.monotonic()
+                    return receiving.result()
         finally:
             receiving.cancel()
 
@@ -204,6 +213,7 @@ class RealtimeSocket:
             try:
                 async with asyncio.timeout(send_s):
                     await self.websocket.send_text(json.dumps(event.wire()))
+                self._last_activity = time.monotonic()
             except TimeoutError:
                 logger.warning("a realtime client read nothing for %g s; closing it", send_s)
                 return

@@ -13,6 +13,7 @@ TINY = TransportTexts(
     block="Hi there. See you soon.",
     answer="When it rains after lunch on a Monday, we stay inside. Then we read.",
     monologue="Chapter one. The river runs on.",
+    long_answer="The river runs on. It passes the mill.",
 )
 
 
@@ -25,7 +26,7 @@ def test_latency_mode_cuts_the_first_chunk_early_and_sentence_mode_does_not() ->
 def test_transport_bench_runs_on_tiny_inputs(engine: KokoroEngine) -> None:
     report = measure_transport(engine, trials=1, texts=TINY)
 
-    ttfa, pipeline, latency, sentences, contention, faces = report.tables
+    ttfa, pipeline, latency, sentences, contention, faces, at_once = report.tables
     assert all(0 < ms < 30_000 for ms in ttfa.column("mean ms"))
     heard = ttfa.column("first sound median ms")[:2]  # a player starting at the first byte sounds after it
     assert all(sound >= first for sound, first in zip(heard, ttfa.column("min ms"), strict=False))
@@ -41,6 +42,7 @@ def test_transport_bench_runs_on_tiny_inputs(engine: KokoroEngine) -> None:
     assert faces.column("audio B per s")[0] == faces.column("audio B per s")[3] == pytest.approx(48_000)  # raw pcm16
     base64_json = faces.column("messages B per s")[1]  # Cartesia: the same audio as base64 in JSON
     assert base64_json > 4 / 3 * 48_000 and all(wire > 0 for wire in faces.column("on the wire B per s"))
+    assert at_once.column("sessions") == [2, 3] and all(seconds > 0 for seconds in at_once.column("answer s"))
 
 
 def test_load_bench_counts_requests_and_busy_answers(engine: KokoroEngine) -> None:

@@ -2,7 +2,7 @@
 
 A real server on 127.0.0.1 and a real WebSocket client; each figure is measured side by
 side in one run (this machine is shared and noisy), interleaved so that noise hits every
-column alike. Four measurements:
+column alike. Six measurements:
 
 1. the reference's: a 267-character 4-sentence block sent as one message against its
    first sentence alone, with the bare engine's first chunk as the floor;
@@ -18,6 +18,9 @@ column alike. Four measurements:
 5. each streaming face (the session, Cartesia's, ElevenLabs' and Deepgram's sockets): the
    block's first two sentences sent word by word, first audio and bytes per second of
    speech (``voicestream.bench.faces``).
+6. two, then three sessions that each ask one long answer (about 30 s of audio) at the same
+   moment: how long each listener's player falls silent after its first sound (the
+   scheduling policy's fairness; three are more than two cores keep up with).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import asyncio
 import json
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -194,6 +197,10 @@ async def first_audio_beside_monologues(
     return idle, busy
 
 
+LONG_ANSWER = " ".join(split_sentences(MONOLOGUE)[:7])
+"""About 30 s of audio: the long answer that several sessions ask for at once."""
+
+
 @dataclass(frozen=True)
 class TransportTexts:
     """The inputs; the defaults are the documented ones, tests pass tiny ones."""
@@ -202,6 +209,7 @@ class TransportTexts:
     block: str = BLOCK
     answer: str = LATENCY_ANSWER
     monologue: str = MONOLOGUE
+    long_answer: str = LONG_ANSWER
 
 
 @dataclass
@@ -346,6 +354,33 @@ async def _contention(url: str, texts: TransportTexts, trials: int) -> Table:
     return table
 
 
+async def _answers_at_once(url: str, texts: TransportTexts, trials: int, advance: Advance) -> Table:
+    table = Table(
+        f"Long answers at once, one per session: each listener's silence after its first sound (medians of {trials})",
+        ["sessions", "answer s", "first audio ms (latest)", "silent ms (least)", "silent ms (most)",
+         "silent ms (mean)"],
+    )
+    for sessions in (2, 3):
+        runs: list[list[SpokenMessages]] = []
+        for _ in range(trials):
+            runs.append(list(await asyncio.gather(*(speak_messages(url, [texts.long_answer]) for _ in range(sessions)))))
+            advance()
+
+        table.add(
+            sessions, statistics.median(len(run.pcm16) / PCM16_BYTES_PER_S for listeners in runs for run in listeners),
+            _median_ms(runs, lambda listeners: max(run.first_audio_s[0] for run in listeners)),
+            _median_ms(runs, lambda listeners: min(run.stall_s for run in listeners)),
+            _median_ms(runs, lambda listeners: max(run.stall_s for run in listeners)),
+            _median_ms(runs, lambda listeners: statistics.mean(run.stall_s for run in listeners)),
+        )
+    table.note = "two sessions: the goal is at most 250 ms each; three: all alike rather than one"
+    return table
+
+
+def _median_ms(runs: list[list[SpokenMessages]], value: Callable[[list[SpokenMessages]], float]) -> float:
+    return statistics.median(value(listeners) for listeners in runs) * 1000
+
+
 @contextmanager
 def _servers(engine: KokoroEngine) -> Iterator[dict[str, str]]:
     """A pipelined and a sequential server over the same engine, both on 127.0.0.1."""
@@ -357,7 +392,7 @@ def _servers(engine: KokoroEngine) -> Iterator[dict[str, str]]:
 async def _measure(urls: dict[str, str], engine: KokoroEngine, texts: TransportTexts, trials: int) -> Report:
     context = machine_context()
     url = next(iter(urls.values()))
-    with progress("bench transport", 4 * trials + 2) as advance:
+    with progress("bench transport", 6 * trials + 2) as advance:
         ttfa, ttfa_chart = await _block_vs_first(url, engine, texts, trials, advance)
         pipeline, pipeline_chart = await _pipelined_vs_sequential(urls, texts, trials, advance)
         latency, latency_chart = await _latency_vs_sentence(url, texts, trials, advance)
@@ -371,9 +406,10 @@ async def _measure(urls: dict[str, str], engine: KokoroEngine, texts: TransportT
         advance()
         two_sentences = " ".join(split_sentences(texts.block)[:2])
         faces = await measure_faces(url.removesuffix(WS_PATH), two_sentences, trials, advance)
+        at_once = await _answers_at_once(url, texts, trials, advance)
     return Report(
         "transport",
-        tables=[ttfa, pipeline, latency, sentences, contention, faces],
+        tables=[ttfa, pipeline, latency, sentences, contention, faces, at_once],
         charts=[ttfa_chart, pipeline_chart, latency_chart],
         context={**context, "trials": trials, "voice": "af_heart", "format": "pcm16"},
     )

@@ -1,0 +1,228 @@
+"""What the engine renders next, for whom, on which lane, whole or window by window.
+
+One quantity drives every decision: a listener's **slack** on ``threads``, the audio it has
+left to play less the predicted render (`voicestream.server.pace`) of the piece it needs
+next on so many threads. A pure function of a frozen `Snapshot` (no clock, no threads, no
+model): the scheduler takes the snapshot, calls `decide` and applies the `Decisions`.
+
+- A listener whose slack on one thread is not *in hand* (at least `MARGIN` of the render
+  again) is **urgent**: normal priority, every core the run can claim; one with slack in
+  hand **yields**: one thread at a lower OS priority, whole. Its place in its answer (the
+  first piece or the fifth) does not matter.
+- An urgent piece is vocoded window by window when even every core leaves no slack in hand:
+  its first part comes before the whole render would.
+- Least slack goes first. Listeners that run dry whatever renders (slack below zero on every
+  core) go before the others: the one with the least audio left, then the shortest render
+  (it ends a silence soonest), so that answers beyond the cores degrade alike.
+- A windowed run is left after its current part (the rest placed again) when its listener
+  now has slack in hand and another listener is urgent, when an urgent listener with less
+  slack waits for its worker, or, yielding, when an urgent worker is free for it.
+- A listener's earliest request not rendered to the end is the one it needs; once that one's
+  audio has started, the request after it renders ahead on a free yielding worker, windowed
+  (so that it can move up, or stop at a part once the listener's share is spent), unless the
+  first waits for an urgent worker. A listener renders only while it holds less than its
+  share of the byte budget, or, for the request it needs, holds nothing; that request is
+  stale once it has waited past ``stale_after_s`` with no piece taken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from voicestream import limits
+from voicestream.server.pace import PaceTable
+
+MARGIN = 0.5
+"""Slack is *in hand* when it is at least this fraction of the render it is measured
+against: room for the prediction's error and for runs that start beside it."""
+
+
+class Lane(Enum):
+    URGENT = "urgent"
+    """Normal priority, every core the run can claim (`voicestream.cpus.CPU_USE`)."""
+    YIELDING = "yielding"
+    """One thread at a raised nice value: it takes what urgent runs leave."""
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The limits the scheduler enforces (defaults: `voicestream.limits`, as `ServerSettings`)."""
+
+    max_queue: int = limits.MAX_QUEUE
+    max_sessions: int = limits.MAX_SESSIONS
+    listener_budget_bytes: int = limits.LISTENER_BUDGET_BYTES
+    buffer_budget_bytes: int = limits.BUFFER_BUDGET_BYTES
+    stale_after_s: float = limits.STALE_AFTER_S
+
+    @property
+    def reserved_per_session(self) -> int:
+        return max(1, self.max_queue // max(1, self.max_sessions))
+
+    def share(self, listeners: int) -> int:
+        """What one listener may hold of rendered, unsent audio with ``listeners`` active."""
+        return min(self.listener_budget_bytes, self.buffer_budget_bytes // max(1, listeners))
+
+
+@dataclass(frozen=True)
+class ListenerView:
+    """One listener with a request not ended."""
+
+    key: int
+    left_s: float = 0.0
+    """Seconds of audio handed over and not yet played (0: silent)."""
+    held_bytes: int = 0
+    """Rendered audio its route has not sent yet."""
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """One request not yet rendered to its end."""
+
+    key: int
+    """Its place in arrival order (unique)."""
+    listener: int
+    phonemes: int
+    """Its next piece's (or the rest's of a piece left after a part; an estimate from the
+    text before it is planned)."""
+    speed: float = 1.0
+    planned: bool = False
+    """A worker has taken a piece of it: it can no longer go stale."""
+    spoken: bool = False
+    """Some of its audio has been handed over."""
+    waited_s: float = 0.0
+    """Since it became due (its listener's earlier requests all rendered)."""
+    running: Lane | None = None
+    """The lane a worker renders it on now; None: it waits."""
+    leavable: bool = False
+    """It runs a windowed piece: it can be left after a part."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything the policy reads, taken at one moment."""
+
+    listeners: tuple[ListenerView, ...]
+    requests: tuple[RequestView, ...]
+    """In arrival order."""
+    urgent_free: int = 0
+    """Idle urgent workers."""
+    yielding_free: int = 0
+    """Idle yielding workers."""
+    pace: PaceTable = field(default_factory=PaceTable)
+    many_threads: int = 2
+    """The threads of an urgent run that has the machine."""
+    can_window: bool = True
+    budgets: Budgets = Budgets()
+
+
+@dataclass(frozen=True)
+class Start:
+    """Give a worker of ``lane`` the request's next piece (or the rest of its left piece)."""
+
+    request: int
+    lane: Lane
+    windowed: bool
+
+
+@dataclass(frozen=True)
+class Decisions:
+    starts: tuple[Start, ...] = ()
+    """In order of urgency, at most the idle workers of each lane."""
+    leave: frozenset[int] = frozenset()
+    """Running requests whose windowed piece is to be left after its current part."""
+    stale: frozenset[int] = frozenset()
+    """Requests to fail ``request_stale``."""
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one request needs now, from its listener's slack."""
+
+    request: RequestView
+    lane: Lane
+    windowed: bool
+    rank: tuple[int, float, float, int]
+    """Sort key: (0, audio left, render) for a listener that runs dry whatever renders, before
+    (1, slack, render) for the others; then arrival."""
+
+
+def in_hand(left_s: float, render_s: float) -> bool:
+    """The slack ``left_s - render_s`` is in hand: the listener will not run dry."""
+    return left_s - render_s >= MARGIN * render_s
+
+
+def need(request: RequestView, listener: ListenerView, snapshot: Snapshot) -> Need:
+    """The lane, windows and rank the request's listener's slack gives its next piece."""
+    one = snapshot.pace.predict(request.phonemes, request.speed, 1)
+    many = snapshot.pace.predict(request.phonemes, request.speed, snapshot.many_threads)
+    urgent = not in_hand(listener.left_s, one)
+    slack = listener.left_s - many
+    rank = (0, listener.left_s, many, request.key) if slack < 0 else (1, slack, many, request.key)
+    windowed = urgent and snapshot.can_window and not in_hand(listener.left_s, many)
+    return Need(request, Lane.URGENT if urgent else Lane.YIELDING, windowed, rank)
+
+
+def decide(snapshot: Snapshot) -> Decisions:
+    """The starts, leaves and stale requests for this snapshot (see the module docstring)."""
+    listeners = {listener.key: listener for listener in snapshot.listeners}
+    heads: dict[int, RequestView] = {}
+    ahead: dict[int, RequestView] = {}
+    for request in snapshot.requests:
+        if heads.setdefault(request.listener, request) is not request:
+            ahead.setdefault(request.listener, request)
+    stale = frozenset(
+        request.key for request in heads.values()
+        if request.running is None and not request.planned and request.waited_s > snapshot.budgets.stale_after_s
+    )
+    share = snapshot.budgets.share(len(snapshot.listeners))
+    total_held = sum(listener.held_bytes for listener in snapshot.listeners)
+
+    def within_share(listener: ListenerView) -> bool:
+        return listener.held_bytes < share and total_held < snapshot.budgets.buffer_budget_bytes
+
+    def within_budget(listener: ListenerView) -> bool:
+        return listener.held_bytes == 0 or within_share(listener)
+
+    needs = [
+        need(request, listeners[request.listener], snapshot) for request in heads.values()
+        if request.key not in stale and (request.running is not None or within_budget(listeners[request.listener]))
+    ]
+    waiting = sorted((n for n in needs if n.request.running is None), key=lambda n: n.rank)
+    running = [n for n in needs if n.request.running is not None and n.request.leavable]
+    free = {Lane.URGENT: snapshot.urgent_free, Lane.YIELDING: snapshot.yielding_free}
+    starts: list[Start] = []
+    blocked: list[Need] = []
+    for waiter in waiting:
+        if free[waiter.lane]:
+            starts.append(Start(waiter.request.key, waiter.lane, waiter.windowed))
+            free[waiter.lane] -= 1
+        elif waiter.lane is Lane.URGENT:
+            blocked.append(waiter)
+    leave: set[int] = set()
+    victims = sorted((n for n in running if n.request.running is Lane.URGENT), key=lambda n: n.rank, reverse=True)
+    for waiter in blocked:
+        if victims and victims[0].rank > waiter.rank:
+            leave.add(victims.pop(0).request.key)  # its worker is this waiter's at its next part
+        elif free[Lane.YIELDING] and snapshot.can_window:
+            starts.append(Start(waiter.request.key, Lane.YIELDING, True))  # moved up at a part later
+            free[Lane.YIELDING] -= 1
+    held_up = {n.request.listener for n in blocked}
+    for request in ahead.values():
+        head, listener = heads[request.listener], listeners[request.listener]
+        may = head.spoken and request.listener not in held_up and within_share(listener)
+        if request.running is None and free[Lane.YIELDING] and may:
+            starts.append(Start(request.key, Lane.YIELDING, snapshot.can_window))  # moved up at a part if needed
+            free[Lane.YIELDING] -= 1
+        elif request.leavable and not within_share(listener):  # ahead of need: no further than the share
+            leave.add(request.key)
+    others_urgent = sum(n.lane is Lane.URGENT for n in needs)
+    for run in running:
+        if run.request.key in leave:
+            continue
+        if run.request.running is Lane.URGENT and run.lane is Lane.YIELDING and others_urgent:
+            leave.add(run.request.key)
+        elif run.request.running is Lane.YIELDING and run.lane is Lane.URGENT and free[Lane.URGENT]:
+            leave.add(run.request.key)
+            free[Lane.URGENT] -= 1
+    return Decisions(tuple(starts), frozenset(leave), stale)

@@ -45,7 +45,7 @@ def test_a_fifth_piece_about_to_run_dry_goes_before_a_first_piece_with_slack() -
     listeners = [ListenerView(1, left_s=0.5), ListenerView(2, left_s=10.0)]
     fifth, first = RequestView(0, 1, phonemes=100, planned=True), RequestView(1, 2, phonemes=20)
     assert decide(snapshot(listeners, [fifth, first])).starts == (
-        Start(0, URGENT, windowed=True), Start(1, YIELDING, windowed=False),
+        Start(0, URGENT, windowed=True), Start(1, YIELDING, windowed=True),
     )
     assert decide(snapshot(listeners, [first, fifth], urgent_free=1, yielding_free=0)).starts == (
         Start(0, URGENT, windowed=True),
@@ -54,8 +54,8 @@ def test_a_fifth_piece_about_to_run_dry_goes_before_a_first_piece_with_slack() -
 
 @pytest.mark.parametrize(
     ("left_s", "expected"),
-    [(0.0, Start(0, URGENT, True)), (3.0, Start(0, URGENT, False)), (5.0, Start(0, YIELDING, False))],
-    ids=["dry: windows on every core", "short of one thread: whole on every core", "seconds in hand: yields"],
+    [(0.0, Start(0, URGENT, True)), (3.0, Start(0, URGENT, False)), (5.0, Start(0, YIELDING, True))],
+    ids=["dry: windows on every core", "short of one thread: whole on every core", "in hand: yields, windowed"],
 )
 def test_whole_or_windowed_and_the_lane_come_from_slack(left_s: float, expected: Start) -> None:
     assert decide(snapshot([ListenerView(1, left_s)], [RequestView(0, 1, phonemes=100, planned=True)])).starts == (
@@ -137,16 +137,20 @@ def test_a_listeners_next_request_renders_ahead_once_its_current_one_speaks() ->
 
 def test_the_byte_budgets_hold_a_listener_back() -> None:
     budgets = Budgets(listener_budget_bytes=1_000, buffer_budget_bytes=3_000)
-    request = [RequestView(0, 1, phonemes=30, planned=True)]
 
-    def starts(held: int, others_held: int = 0) -> int:
-        listeners = [ListenerView(1, held_bytes=held), ListenerView(2, held_bytes=others_held)]
-        return len(decide(snapshot(listeners, request, budgets=budgets)).starts)
+    def starts(held: int, others_held: int = 0, ahead: int = 0) -> int:
+        """``held`` bytes of the request's own (sent before its next piece), ``ahead`` of a
+        request after it that rendered ahead."""
+        listeners = [ListenerView(1, held_bytes=held + ahead), ListenerView(2, held_bytes=others_held)]
+        request = RequestView(0, 1, phonemes=30, planned=True, held_before=held)
+        return len(decide(snapshot(listeners, [request], budgets=budgets)).starts)
 
     assert starts(0) == starts(999) == 1
     assert starts(1_000) == 0  # its share (min of its own budget and the server's split two ways)
     assert starts(999, others_held=2_100) == 0  # the server-wide budget is spent
     assert starts(0, others_held=10_000) == 1  # a listener holding nothing may always render
+    # the bytes of a request rendered ahead go out after this one's: they never hold it back
+    assert starts(0, ahead=5_000) == 1 and starts(1, ahead=5_000) == 0
 
 
 def test_a_request_waiting_past_stale_after_is_stale_unless_a_piece_was_taken() -> None:
@@ -156,7 +160,7 @@ def test_a_request_waiting_past_stale_after_is_stale_unless_a_piece_was_taken() 
         RequestView(0, 1, phonemes=30, waited_s=6.0),  # due, unplanned, too long: stale
         RequestView(1, 2, phonemes=30, waited_s=6.0, planned=True, spoken=True),  # speaking already
         RequestView(2, 2, phonemes=30, waited_s=60.0),  # behind request 1: not due (it renders ahead)
-        RequestView(3, 3, phonemes=30, waited_s=6.0),  # parked by its budget: stale all the same
+        RequestView(3, 3, phonemes=30, waited_s=6.0, held_before=1_000),  # parked by its budget: stale all the same
     ]
     decisions = decide(snapshot(listeners, requests, budgets=budgets))
     assert decisions.stale == {0, 3}

@@ -1,28 +1,18 @@
 """What the engine renders next, for whom, on which lane, whole or window by window.
 
-One quantity drives every decision: a listener's **slack** on ``threads``, the audio it has
-left to play less the predicted render (`voicestream.server.pace`) of the piece it needs
-next on so many threads. A pure function of a frozen `Snapshot` (no clock, no threads, no
-model): the scheduler takes the snapshot, calls `decide` and applies the `Decisions`.
+One quantity drives it: a listener's **slack**, the audio it has left to play less the
+predicted render (`voicestream.server.pace`) of the piece it needs next. `decide` is a pure
+function of a frozen `Snapshot` (no clock, threads or model); the scheduler applies it.
 
-- A listener whose slack on one thread is not *in hand* (at least `MARGIN` of the render
-  again) is **urgent**: normal priority, every core the run can claim; one with slack in
-  hand **yields**: one thread at a lower OS priority, whole. Its place in its answer (the
-  first piece or the fifth) does not matter.
-- An urgent piece is vocoded window by window when even every core leaves no slack in hand:
-  its first part comes before the whole render would.
-- Least slack goes first. Listeners that run dry whatever renders (slack below zero on every
-  core) go before the others: the one with the least audio left, then the shortest render
-  (it ends a silence soonest), so that answers beyond the cores degrade alike.
-- A windowed run is left after its current part (the rest placed again) when its listener
-  now has slack in hand and another listener is urgent, when an urgent listener with less
-  slack waits for its worker, or, yielding, when an urgent worker is free for it.
-- A listener's earliest request not rendered to the end is the one it needs; once that one's
-  audio has started, the request after it renders ahead on a free yielding worker, windowed
-  (so that it can move up, or stop at a part once the listener's share is spent), unless the
-  first waits for an urgent worker. A listener renders only while it holds less than its
-  share of the byte budget, or, for the request it needs, holds nothing; that request is
-  stale once it has waited past ``stale_after_s`` with no piece taken.
+- Slack on one thread not *in hand* (`MARGIN` of the render again): **urgent**, normal
+  priority on every core, windowed when even that leaves none in hand. In hand: it **yields**,
+  one niced thread, windowed, so that it moves up at a part once its slack runs out.
+- Least slack first; listeners that run dry whatever renders go first, the least audio left,
+  then the shortest render (answers beyond the cores degrade alike).
+- A windowed run is left after its current part when the policy places its rest elsewhere.
+- Once a request speaks, its listener's next one renders ahead (yielding) within the share;
+  the request a listener needs renders while nothing is to be sent before it or within the
+  share, and is stale after ``stale_after_s`` waiting with no piece taken.
 """
 
 from __future__ import annotations
@@ -94,6 +84,10 @@ class RequestView:
     """Since it became due (its listener's earlier requests all rendered)."""
     running: Lane | None = None
     """The lane a worker renders it on now; None: it waits."""
+    held_before: int = 0
+    """Rendered audio its route must send before this request's next piece (its own and its
+    listener's earlier requests'): a listener's bytes beyond these are of requests rendered
+    ahead, which cannot go out before it, so they never hold it back."""
     leavable: bool = False
     """It runs a windowed piece: it can be left after a part."""
 
@@ -159,12 +153,17 @@ def need(request: RequestView, listener: ListenerView, snapshot: Snapshot) -> Ne
     urgent = not in_hand(listener.left_s, one)
     slack = listener.left_s - many
     rank = (0, listener.left_s, many, request.key) if slack < 0 else (1, slack, many, request.key)
-    windowed = urgent and snapshot.can_window and not in_hand(listener.left_s, many)
+    windowed = snapshot.can_window and (not urgent or not in_hand(listener.left_s, many))
     return Need(request, Lane.URGENT if urgent else Lane.YIELDING, windowed, rank)
 
 
 def decide(snapshot: Snapshot) -> Decisions:
-    """The starts, leaves and stale requests for this snapshot (see the module docstring)."""
+    """The starts, leaves and stale requests for this snapshot (see the module docstring).
+
+    A windowed run is left after its current part when its listener now has slack in hand
+    and another is urgent, when an urgent listener with less slack waits for its worker,
+    when it yields and an urgent worker is free for it, or when it renders ahead and its
+    listener's share is spent."""
     listeners = {listener.key: listener for listener in snapshot.listeners}
     heads: dict[int, RequestView] = {}
     ahead: dict[int, RequestView] = {}
@@ -181,12 +180,12 @@ def decide(snapshot: Snapshot) -> Decisions:
     def within_share(listener: ListenerView) -> bool:
         return listener.held_bytes < share and total_held < snapshot.budgets.buffer_budget_bytes
 
-    def within_budget(listener: ListenerView) -> bool:
-        return listener.held_bytes == 0 or within_share(listener)
+    def within_budget(request: RequestView) -> bool:
+        return request.running is not None or request.held_before == 0 or within_share(listeners[request.listener])
 
     needs = [
         need(request, listeners[request.listener], snapshot) for request in heads.values()
-        if request.key not in stale and (request.running is not None or within_budget(listeners[request.listener]))
+        if request.key not in stale and within_budget(request)
     ]
     waiting = sorted((n for n in needs if n.request.running is None), key=lambda n: n.rank)
     running = [n for n in needs if n.request.running is not None and n.request.leavable]

@@ -6,7 +6,8 @@ slack: the audio it has left to play less the predicted render of the piece it n
 urgent, whether its piece is its first or its fifth: a worker at normal priority renders it
 on every core it can claim (`voicestream.cpus.CPU_USE`; a second urgent run at once gets one
 thread), window by window (`voicestream.engine.vocoder`) when even that would leave it
-silent. A listener with slack in hand yields: one thread at nice +10, the piece whole. Least
+silent. A listener with slack in hand yields: one thread at nice +10, window by window, so
+that the piece moves up at a window once its listener's slack runs out. Least
 slack goes first; of listeners that run dry whatever renders, the least audio left, then the
 shortest render. A windowed piece is left after a part when the policy places its rest
 elsewhere (its listener now has slack in hand beside an urgent one, an urgent one with less
@@ -31,8 +32,10 @@ hold memory the others do not see:
 - **bytes**: a piece's audio is encoded by the worker that rendered it (never on the event
   loop), and its bytes count against its listener until the route has sent them. A
   listener renders its next piece only while it holds less than its share
-  (`Budgets.share`) or nothing at all: a client that never reads holds at most one share
-  plus one piece, and a client that reads is never held back by the ones that do not.
+  (`Budgets.share`) or nothing its route must send before that piece (a request rendered
+  ahead cannot go out before the one it follows, so its bytes never hold that one back): a
+  client that never reads holds at most one share plus one piece, and a client that reads
+  is never held back by the ones that do not.
 - **staleness**: a request that waits for its first piece longer than ``stale_after_s`` on
   the server's clock (counted from when its listener's earlier requests were all rendered)
   fails with ``request_stale`` rather than speak long after it was wanted.
@@ -302,7 +305,7 @@ class SynthesisScheduler:
             listeners=tuple(
                 ListenerView(key, listener.left_to_play(), listener.held_bytes) for key, listener in listeners.items()
             ),
-            requests=tuple(self._view(job, now) for job in self._jobs if not job.rendered_all),
+            requests=tuple(self._views(now)),
             urgent_free=sum(not waiter.done() for waiter in self._idle[Lane.URGENT]),
             yielding_free=sum(not waiter.done() for waiter in self._idle[Lane.YIELDING]),
             pace=self.pace.table(),
@@ -311,13 +314,22 @@ class SynthesisScheduler:
             budgets=self.budgets,
         )
 
-    def _view(self, job: SynthesisJob, now: float) -> RequestView:
-        running = self._running.get(job)
-        return RequestView(
-            key=job.seq, listener=id(job.listener), phonemes=running.phonemes if running else _next_phonemes(job),
-            speed=job.speed, planned=job.pieces is not None, spoken=job.audio_seconds > 0, waited_s=now - job.due_since,
-            running=running.order.lane if running else None, leavable=running.leavable if running else False,
-        )
+    def _views(self, now: float) -> Iterator[RequestView]:
+        """The requests not rendered to their end, in arrival order, each with the bytes its
+        route sends before its next piece (its own and its listener's earlier requests')."""
+        held: dict[int, int] = {}
+        for job in self._jobs:
+            key = id(job.listener)
+            held[key] = held.get(key, 0) + job.held_bytes
+            if job.rendered_all:
+                continue
+            running = self._running.get(job)
+            yield RequestView(
+                key=job.seq, listener=key, phonemes=running.phonemes if running else _next_phonemes(job),
+                speed=job.speed, planned=job.pieces is not None, spoken=job.audio_seconds > 0,
+                waited_s=now - job.due_since, running=running.order.lane if running else None,
+                leavable=running.leavable if running else False, held_before=held[key],
+            )
 
     def _apply(self) -> None:
         """Take the policy's decisions: fail the stale, tell leaving workers, start the rest."""

@@ -109,18 +109,24 @@ async def _chunks(job: SynthesisJob) -> list:
 
 
 
-@pytest.mark.parametrize(("render_s_per_phoneme", "expect_windows"), [(1e-6, False), (10.0, True)])
+@pytest.mark.parametrize(
+    ("one_thread_s", "many_threads_s", "expect_windows"),
+    [(10.0, 1e-6, False), (10.0, 10.0, True), (1e-6, 1e-6, True)],
+    ids=["urgent, in hand on every core: whole", "urgent, dry: windowed", "in hand: yields, windowed"],
+)
 async def test_a_playing_listeners_piece_is_windowed_when_it_would_run_dry_first(
-    windowed: KokoroEngine, render_s_per_phoneme: float, expect_windows: bool
+    windowed: KokoroEngine, one_thread_s: float, many_threads_s: float, expect_windows: bool
 ) -> None:
     """A listener 30 s from the end of its audio (so not silent: no first-clause cut, no
-    windows from the plan): a piece whose whole render the scheduler's pace predicts shorter
-    than that renders whole (one chunk); one predicted longer is vocoded window by window
-    (several), so that its first part comes before the listener runs dry. The pace is set,
-    not measured, and 30 s is far from any render time: nothing here races the machine."""
+    windows from the plan). A piece its one thread would not render in time is urgent: whole
+    (one chunk) when every core renders it in time, window by window (several) when even
+    they would not, so that its first part comes before the listener runs dry. A piece with
+    slack in hand yields, windowed, so that it can move up at a part. The pace (seconds a
+    phoneme) is set, not measured, and 30 s is far from any render time: nothing here races
+    the machine."""
     scheduler = SynthesisScheduler(windowed, workers=2)
-    for threads in (1, windowed.max_threads):
-        scheduler.pace.record(1, 1.0, threads, render_s_per_phoneme)
+    scheduler.pace.record(1, 1.0, 1, one_thread_s)
+    scheduler.pace.record(1, 1.0, windowed.max_threads, many_threads_s)
     listener = Listener()
     listener.buffered(30.0)
     scheduler.start()

@@ -3,13 +3,12 @@
 One quantity drives it: a listener's **slack**, the audio it has left to play less the
 predicted render (`voicestream.server.pace`) of the piece it needs next. `decide` is a pure
 function of a frozen `Snapshot` (no clock, threads or model); the scheduler applies it.
-
 - Slack on one thread not *in hand* (`MARGIN` of the render again): **urgent**, normal
   priority on every core, windowed when even that leaves none in hand. In hand: it **yields**,
   one niced thread, windowed, so that it moves up at a part once its slack runs out.
 - Least slack first; listeners that run dry whatever renders go first, the least audio left,
-  then the shortest render (answers beyond the cores degrade alike).
-- A windowed run is left after its current part when the policy places its rest elsewhere.
+  then the shortest render (answers beyond the cores degrade alike). A windowed run is left
+  after its part when its rest is placed elsewhere; whoever displaces it starts at once.
 - Once a request speaks, its listener's next one renders ahead (yielding) within the share;
   the request a listener needs renders while nothing is to be sent before it or within the
   share, and is stale after ``stale_after_s`` waiting with no piece taken.
@@ -108,6 +107,9 @@ class Snapshot:
     """The threads of an urgent run that has the machine."""
     can_window: bool = True
     budgets: Budgets = Budgets()
+    urgent_spare: int = 0
+    """Of the idle urgent workers, how many only a listener that outranks a running urgent run
+    may take: it starts at once, beside the run it displaces, not at that run's next part."""
 
 
 @dataclass(frozen=True)
@@ -192,8 +194,9 @@ def decide(snapshot: Snapshot) -> Decisions:
     free = {Lane.URGENT: snapshot.urgent_free, Lane.YIELDING: snapshot.yielding_free}
     starts: list[Start] = []
     blocked: list[Need] = []
+    spare = {Lane.URGENT: snapshot.urgent_spare, Lane.YIELDING: 0}
     for waiter in waiting:
-        if free[waiter.lane]:
+        if free[waiter.lane] > spare[waiter.lane]:
             starts.append(Start(waiter.request.key, waiter.lane, waiter.windowed))
             free[waiter.lane] -= 1
         elif waiter.lane is Lane.URGENT:
@@ -202,7 +205,10 @@ def decide(snapshot: Snapshot) -> Decisions:
     victims = sorted((n for n in running if n.request.running is Lane.URGENT), key=lambda n: n.rank, reverse=True)
     for waiter in blocked:
         if victims and victims[0].rank > waiter.rank:
-            leave.add(victims.pop(0).request.key)  # its worker is this waiter's at its next part
+            leave.add(victims.pop(0).request.key)  # its worker is this waiter's at its next part,
+            if free[Lane.URGENT]:  # or a spare one at once, beside it until then
+                starts.append(Start(waiter.request.key, Lane.URGENT, waiter.windowed))
+                free[Lane.URGENT] -= 1
         elif free[Lane.YIELDING] and snapshot.can_window:
             starts.append(Start(waiter.request.key, Lane.YIELDING, True))  # moved up at a part later
             free[Lane.YIELDING] -= 1
@@ -221,7 +227,7 @@ def decide(snapshot: Snapshot) -> Decisions:
             continue
         if run.request.running is Lane.URGENT and run.lane is Lane.YIELDING and others_urgent:
             leave.add(run.request.key)
-        elif run.request.running is Lane.YIELDING and run.lane is Lane.URGENT and free[Lane.URGENT]:
+        elif run.request.running is Lane.YIELDING and run.lane is Lane.URGENT and free[Lane.URGENT] > spare[Lane.URGENT]:
             leave.add(run.request.key)
             free[Lane.URGENT] -= 1
     return Decisions(tuple(starts), frozenset(leave), stale)

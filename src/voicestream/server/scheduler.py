@@ -11,7 +11,8 @@ that the piece moves up at a window once its listener's slack runs out. Least
 slack goes first; of listeners that run dry whatever renders, the least audio left, then the
 shortest render. A windowed piece is left after a part when the policy places its rest
 elsewhere (its listener now has slack in hand beside an urgent one, an urgent one with less
-slack waits, or an urgent worker is free for a yielding one). Once a request's audio has
+slack waits, or an urgent worker is free for a yielding one); a listener that displaces it
+starts at once on a spare urgent worker (`URGENT_SPARE`) rather than at its next part. Once a request's audio has
 started, its listener's next request renders ahead on a yielding worker, windowed, unless
 the first waits for an urgent worker (the session keeps the wire order).
 
@@ -108,6 +109,10 @@ class RenderFailed(JobFailed):
 
 
 YIELDING_NICENESS = 10
+URGENT_SPARE = 1
+"""Urgent workers beyond ``workers``, kept for a listener that outranks a running urgent run
+(`Snapshot.urgent_spare`): a new request's first words start at once beside monologues
+whose listeners ran dry, not at a monologue's next part."""
 REAP_INTERVAL_S = 1.0
 """How often the reaper looks for requests whose listener is gone and asks the policy again
 (it also looks at once when a listener closes)."""
@@ -183,7 +188,7 @@ class SynthesisScheduler:
         self.pace = RenderPace()
         """How long renders take here: the policy's prediction of each listener's slack."""
         self._pools = {
-            Lane.URGENT: ThreadPoolExecutor(self.workers, thread_name_prefix="urgent"),
+            Lane.URGENT: ThreadPoolExecutor(self.workers + URGENT_SPARE, thread_name_prefix="urgent"),
             Lane.YIELDING: ThreadPoolExecutor(self.workers, thread_name_prefix="yielding", initializer=_lower_priority),
         }
 
@@ -206,7 +211,7 @@ class SynthesisScheduler:
         """Nothing renders and nothing may: every request left waits for its listener to
         take audio (or for a request ahead of it)."""
         self._prune()
-        idle = replace(self._snapshot(), urgent_free=self.workers, yielding_free=self.workers)
+        idle = replace(self._snapshot(), urgent_free=self.workers + URGENT_SPARE, yielding_free=self.workers)
         return self.rendering == 0 and not decide(idle).starts
 
     @property
@@ -219,9 +224,8 @@ class SynthesisScheduler:
         if self._tasks:
             return
         self._loop = asyncio.get_running_loop()
-        for index in range(self.workers):
-            for lane in Lane:
-                self._tasks.append(self._spawn(f"{lane.value}-{index}", lane))
+        for lane, count in ((Lane.URGENT, self.workers + URGENT_SPARE), (Lane.YIELDING, self.workers)):
+            self._tasks.extend(self._spawn(f"{lane.value}-{index}", lane) for index in range(count))
         self._reaper = self._loop.create_task(self._reap_loop(), name="reaper")
 
     def _spawn(self, name: str, lane: Lane) -> asyncio.Task[None]:
@@ -307,6 +311,7 @@ class SynthesisScheduler:
             ),
             requests=tuple(self._views(now)),
             urgent_free=sum(not waiter.done() for waiter in self._idle[Lane.URGENT]),
+            urgent_spare=URGENT_SPARE,
             yielding_free=sum(not waiter.done() for waiter in self._idle[Lane.YIELDING]),
             pace=self.pace.table(),
             many_threads=self.engine.max_threads,

@@ -89,14 +89,17 @@ def test_an_urgent_listener_with_less_slack_takes_a_windowed_run_at_its_next_par
 
 def test_a_listener_that_displaces_a_run_starts_at_once_on_a_spare_urgent_worker() -> None:
     """Two monologues whose listeners ran dry hold the urgent workers; the spare one is taken
-    only by a newcomer that outranks one of them (it is left at its next part), never by a
-    third monologue with a longer render, which waits on a yielding worker."""
+    only by a newcomer that outranks one of them (left at its next part if it is windowed),
+    never by a third monologue with a longer render, which waits on a yielding worker."""
     listeners = [ListenerView(1), ListenerView(2), ListenerView(3)]
     monologues = [RequestView(k, k + 1, phonemes=200, planned=True, running=URGENT, leavable=True) for k in (0, 1)]
     hello = decide(snapshot(listeners, [*monologues, RequestView(2, 3, phonemes=12)], 1, 1, urgent_spare=1))
     assert hello.leave == {1} and hello.starts == (Start(2, URGENT, True),)
     third = decide(snapshot(listeners, [*monologues, RequestView(2, 3, phonemes=300)], 1, 1, urgent_spare=1))
     assert third.leave == set() and third.starts == (Start(2, YIELDING, True),)
+    whole = [replace(monologue, leavable=False) for monologue in monologues]
+    beside_whole = decide(snapshot(listeners, [*whole, RequestView(2, 3, phonemes=12)], 1, 1, urgent_spare=1))
+    assert beside_whole.leave == set() and beside_whole.starts == (Start(2, URGENT, True),)
     assert decide(snapshot(listeners[:1], [RequestView(0, 1, phonemes=12)], 1, 0, urgent_spare=1)) == Decisions()
 
 

@@ -203,13 +203,15 @@ def decide(snapshot: Snapshot) -> Decisions:
             blocked.append(waiter)
     leave: set[int] = set()
     victims = sorted((n for n in running if n.request.running is Lane.URGENT), key=lambda n: n.rank, reverse=True)
+    worst_urgent = max((n.rank for n in needs if n.request.running is Lane.URGENT), default=None)
     for waiter in blocked:
-        if victims and victims[0].rank > waiter.rank:
-            leave.add(victims.pop(0).request.key)  # its worker is this waiter's at its next part,
-            if free[Lane.URGENT]:  # or a spare one at once, beside it until then
-                starts.append(Start(waiter.request.key, Lane.URGENT, waiter.windowed))
-                free[Lane.URGENT] -= 1
-        elif free[Lane.YIELDING] and snapshot.can_window:
+        displaces = bool(victims) and victims[0].rank > waiter.rank
+        if displaces:
+            leave.add(victims.pop(0).request.key)  # its worker is this waiter's at its next part
+        if free[Lane.URGENT] and worst_urgent is not None and worst_urgent > waiter.rank:
+            starts.append(Start(waiter.request.key, Lane.URGENT, waiter.windowed))  # a spare one, at once
+            free[Lane.URGENT] -= 1
+        elif not displaces and free[Lane.YIELDING] and snapshot.can_window:
             starts.append(Start(waiter.request.key, Lane.YIELDING, True))  # moved up at a part later
             free[Lane.YIELDING] -= 1
     held_up = {n.request.listener for n in blocked}

@@ -38,7 +38,9 @@ async def test_the_first_piece_goes_out_window_by_window_with_its_words(windowed
     expected = (np.clip(np.concatenate([p.audio for p in parts]), -1.0, 1.0) * 32767).astype("<i2").tobytes()
     assert b"".join(chunk.data for chunk in chunks).startswith(expected)
     assert job.audio_seconds == pytest.approx(sum(chunk.seconds for chunk in chunks))
-    assert scheduler.moved_pieces == 0  # no other listener: every window on the urgent worker
+    # no other listener: nothing displaces the first piece; the second, yielding (its listener
+    # has the first in hand), moves up at a part if its listener's slack runs out first
+    assert scheduler.moved_pieces <= 1
 
 
 async def test_a_windowed_piece_leaves_its_urgent_worker_to_a_listener_with_less_slack(windowed: KokoroEngine) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tests.agent.realtime_checks import b64, checked, echo_agent, silence, spoken
+from tests.agent.realtime_checks import b64, checked, chunks, echo_agent, silence, spoken
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
@@ -326,3 +326,43 @@ async def test_a_spoken_turn_the_agent_cannot_answer_gets_a_busy_error(speech_se
             }
             await send(ws, type="input_audio_buffer.clear")
             await until(ws, "input_audio_buffer.cleared")
+
+
+async def test_a_turn_is_heard_at_its_last_pause_and_not_again_after_its_silence(speech_server):
+    """Server VAD starts a turn's transcription at each pause (`vad.PAUSE_MS` of silence), so
+    that its answer need not wait for Whisper once the silence duration has ended the turn. A
+    pause the speaker goes on from is dropped: the transcript holds both halves. The one used
+    heard the turn up to its last pause, less audio than the committed turn (which ends a
+    whole silence duration later); no pass follows the commit."""
+    services: list[Any] = []
+    with echo_agent(speech_server, services) as (url, _):
+        recognizer = services[0].recognizer
+        transcribe = recognizer.transcribe_async
+        heard: list[int] = []
+
+        async def counted(samples: Any, *args: Any) -> str:
+            heard.append(len(samples))
+            return await transcribe(samples, *args)
+
+        recognizer.transcribe_async = counted
+        async with connect(f"{url}/v1/realtime") as ws:
+            await until(ws, "session.created")
+            detection = {"type": "server_vad", "silence_duration_ms": 1000, "create_response": False}
+            audio = {"input": {"turn_detection": detection}}
+            await send(ws, type="session.update", session={"type": "realtime", "audio": audio})
+            await until(ws, "session.updated")
+            speech = (
+                spoken(speech_server, "Hello there.")
+                + silence(0.3)
+                + spoken(speech_server, "How are you today?")
+                + silence(1.5)
+            )
+            for piece in chunks(speech):
+                await send(ws, type="input_audio_buffer.append", audio=b64(piece))
+            events = await until(ws, "conversation.item.input_audio_transcription.completed")
+    assert [e["type"] for e in events].count("input_audio_buffer.speech_stopped") == 1
+    transcript = events[-1]["transcript"].lower()
+    assert "hello there" in transcript and "how are you today" in transcript
+    committed = round(events[-1]["usage"]["seconds"] * 16000)
+    assert len(heard) >= 2, "a pass at the pause between the sentences, one at the last"
+    assert heard[-1] <= committed - 0.3 * 16000, "the last pass heard the turn at its pause"

@@ -25,7 +25,7 @@ from voicestream.agent.realtime.codecs import InputDecoder
 from voicestream.agent.realtime.conversation import RealtimeConversation
 from voicestream.agent.realtime.responder import AnswerSetup, Response
 from voicestream.agent.realtime.turns import InputAudio
-from voicestream.agent.realtime.vad import SpeechStart, SpeechStop, VadUnavailable
+from voicestream.agent.realtime.vad import Pause, SpeechStart, SpeechStop, VadUnavailable
 from voicestream.protocol import ProtocolError
 from voicestream.protocol.realtime import (
     BufferCleared,
@@ -110,6 +110,10 @@ class RealtimeSession:
         """How much of the turn being spoken the last interim pass heard."""
         self._interim_text = ("", "")
         """(item id, text) the interim deltas have sent of the turn being spoken."""
+        self._early: tuple[str, int, asyncio.Task[str]] | None = None
+        """(item id, where its speech ended, the transcription): the turn so far, heard at a
+        pause in case the pause ends it (`SpeechStop` at the same ms), so that its answer
+        need not wait for Whisper after the silence duration."""
         self._background: set[asyncio.Task[Any]] = set()
         settings = service.settings
         self._setup = AnswerSetup(
@@ -225,8 +229,36 @@ class RealtimeSession:
             elif isinstance(turn, SpeechStop):
                 await self.send(SpeechStopped(audio_end_ms=turn.ms, item_id=self.audio.item_id))
                 start_ms = max(0, turn.ms - self.audio.held_ms)
-                await self._commit(start_ms, respond=vad is not None and vad.create_response)
+                respond = vad is not None and vad.create_response
+                await self._commit(start_ms, respond, speech_end_ms=turn.ms)
+            elif isinstance(turn, Pause):
+                self._transcribe_early(turn.ms)
+        if self._early is not None and self._early[1] != self.audio.speech_end_ms:
+            self._early[2].cancel()  # the speaker went on: this pause did not end the turn
+            self._early = None
         self._transcribe_partly()
+
+    def _transcribe_early(self, speech_end_ms: int) -> None:
+        """At a pause, hear the turn so far: if the silence goes on to end the turn, its
+        transcript is ready (or nearly) when the turn is committed. The interim pass, if
+        one runs, gives way (Whisper takes one transcription at a time)."""
+        if self._early is not None:
+            self._early[2].cancel()
+        if self._interim is not None:
+            self._interim.cancel()
+        samples = self.audio.peek()
+        task = self._spawn(self.service.recognizer.transcribe_async(samples))
+        self._early = (self.audio.item_id, speech_end_ms, task)
+
+    def _early_transcript(self, item_id: str, speech_end_ms: int | None) -> asyncio.Task[str] | None:
+        """The early pass that heard exactly this turn, if any (consumed)."""
+        early, self._early = self._early, None
+        if early is None:
+            return None
+        if (early[0], early[1]) == (item_id, speech_end_ms):
+            return early[2]
+        early[2].cancel()
+        return None
 
     def _transcribe_partly(self) -> None:
         """While the user speaks, transcribe the turn so far (one pass at a time, after each
@@ -267,24 +299,37 @@ class RealtimeSession:
             if last.turn.heard_s is None and last.heard_estimate_ms < last.audio_s * 1000:
                 last.turn.heard_s = last.heard_estimate_ms / 1000
 
-    async def _commit(self, start_ms: int | None, respond: bool) -> None:
+    async def _commit(
+        self, start_ms: int | None, respond: bool, speech_end_ms: int | None = None
+    ) -> None:
         if self._interim is not None:
             self._interim.cancel()  # the turn's own transcription follows: leave it the CPU
         item_id = self.audio.item_id
+        early = self._early_transcript(item_id, speech_end_ms)
         samples = self.audio.take(start_ms)
         item = Item(id=item_id, role="user", content=[ContentPart(type="input_audio")])
         previous = self.conversation.add(item)
         await self.send(BufferCommitted(item_id=item_id, previous_item_id=previous))
         await self.send(ItemAdded(item=item.wire(), previous_item_id=previous))
-        self._transcribe(item, samples, respond)
+        self._transcribe(item, samples, respond, early)
 
-    def _transcribe(self, item: Item, samples: Any, respond: bool) -> None:
-        """Whisper hears the turn in a thread; then the item is done, and answered if asked."""
+    def _transcribe(
+        self, item: Item, samples: Any, respond: bool, early: asyncio.Task[str] | None = None
+    ) -> None:
+        """Whisper hears the turn in a thread (or the pass that heard it at its last pause
+        finishes: the same speech, less trailing silence, which Whisper's VAD filter drops);
+        then the item is done, and answered if asked."""
+
+        async def heard() -> str:
+            if early is not None:
+                with contextlib.suppress(Exception):
+                    return await early  # failed or abandoned: heard again below
+            return await self.service.recognizer.transcribe_async(samples)
 
         async def transcribe() -> str:
             try:
                 async with asyncio.timeout(TRANSCRIPTION_WAIT_S):
-                    text = await self.service.recognizer.transcribe_async(samples)
+                    text = await heard()
             except (ProtocolError, TimeoutError) as error:
                 message = getattr(error, "message", "the transcription took too long")
                 await self.send(

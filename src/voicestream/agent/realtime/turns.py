@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from voicestream.agent.realtime.codecs import ANALYSIS_RATE, InputDecoder
-from voicestream.agent.realtime.vad import WINDOW, SpeechStart, SpeechStop, TurnDetector
+from voicestream.agent.realtime.vad import WINDOW, Pause, SpeechStart, SpeechStop, TurnDetector
 from voicestream.agent.speech_input import MAX_SPOKEN_SECONDS
 from voicestream.audio.pcm import FloatArray
 from voicestream.protocol.realtime import ServerVad, new_id
@@ -46,7 +46,12 @@ class InputAudio:
     def speaking(self) -> bool:
         return self.detector is not None and self.detector.speaking
 
-    def append(self, data: bytes) -> list[SpeechStart | SpeechStop]:
+    @property
+    def speech_end_ms(self) -> int | None:
+        """Where the speech heard last ended, in session milliseconds (None without VAD)."""
+        return None if self.detector is None else self.start_ms + self.detector.last_speech_ms
+
+    def append(self, data: bytes) -> list[SpeechStart | SpeechStop | Pause]:
         """Add the client's audio; the turn events it completes, in session milliseconds."""
         samples = self.decoder.decode(data)
         self._samples = np.concatenate([self._samples, samples])

@@ -13,7 +13,9 @@ from __future__ import annotations
 import binascii
 import contextlib
 import json
+import queue
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -58,6 +60,45 @@ class LLMStub:
     requests: list[dict[str, Any]] = field(default_factory=list)
 
 
+@dataclass
+class HeldAnswer:
+    """One answer held after its first sentence: when its request arrived, and its release."""
+
+    arrived_at: float
+    """``time.monotonic()`` when the request arrived."""
+    timeout_s: float
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def wait(self) -> None:
+        """Until the test releases it, at most ``timeout_s`` (a test that fails never hangs)."""
+        self.release.wait(self.timeout_s)
+
+
+class AnswerHold:
+    """Holds each answer after its first sentence and the next word (so that the sentence is
+    seen to end) until the test lets it go, at most ``timeout_s``: a test orders what the LLM
+    writes against what the caller hears by events, not by the machine's speed."""
+
+    def __init__(self, timeout_s: float = 120.0) -> None:
+        self.timeout_s = timeout_s
+        self._arrivals: queue.Queue[HeldAnswer] = queue.Queue(maxsize=16)
+
+    def arrive(self) -> HeldAnswer:
+        held = HeldAnswer(time.monotonic(), self.timeout_s)
+        self._arrivals.put_nowait(held)
+        return held
+
+    def next_answer(self, timeout_s: float) -> HeldAnswer:
+        """The next request's held answer, once it has arrived (bounded)."""
+        return self._arrivals.get(timeout=timeout_s)
+
+    @staticmethod
+    def held_from(pieces: list[str]) -> int:
+        """The index of the first piece held back: two after the first sentence's last word."""
+        ends = [i for i, piece in enumerate(pieces) if piece.rstrip().endswith((".", "?", "!"))]
+        return min(ends[0] + 2, len(pieces)) if ends else len(pieces)
+
+
 @contextlib.contextmanager
 def _serve(routes: list[Route]) -> Iterator[str]:
     config = uvicorn.Config(
@@ -68,18 +109,24 @@ def _serve(routes: list[Route]) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def openai_echo_server() -> Iterator[LLMStub]:
-    """`POST /v1/chat/completions` streaming the echo as chat.completion.chunk events."""
+def openai_echo_server(hold: AnswerHold | None = None) -> Iterator[LLMStub]:
+    """`POST /v1/chat/completions` streaming the echo as chat.completion.chunk events; with a
+    `hold`, each answer waits after its first sentence until the test releases it."""
     stub = LLMStub("")
 
     async def completions(request: Request) -> StreamingResponse:
         body = await request.json()
         stub.requests.append(body)
+        held = hold.arrive() if hold is not None else None
 
         def chunks() -> Iterator[str]:
             base = {"id": "chatcmpl-echo", "object": "chat.completion.chunk",
                     "created": int(time.time()), "model": body["model"]}
-            for piece in _words(echo(body["messages"])):
+            pieces = _words(echo(body["messages"]))
+            held_from = AnswerHold.held_from(pieces) if held is not None else len(pieces)
+            for index, piece in enumerate(pieces):
+                if held is not None and index == held_from:
+                    held.wait()
                 delta = {"role": "assistant", "content": piece}
                 yield _sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
             yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})

@@ -1,12 +1,16 @@
 """The agent page in Chromium against the real agent, local LLM and speech server: the
 answer is heard in the page, its figures are shown, compare mode puts bidi's first audio
-before batch's, and Stop silences the page and ends the answer on the server."""
+before batch's (on an answer its LLM holds, so by events rather than speed), and Stop
+silences the page and ends the answer on the server."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+from tests.agent.llm_stubs import AnswerHold, openai_echo_server
 from tests.web.browser import SOUND_LEVEL, PageVisit
 
 PROMPT = "Why is the sky blue?"
@@ -109,11 +113,40 @@ def test_answer_is_heard_and_stop_silences_it(visit, agent_url, agent_app, long_
     assert opened.hosts() == {"127.0.0.1"}, opened.requested
 
 
-def test_compare_shows_bidi_first_audio_before_batch(visit, agent_url, tmp_path: Path):
-    opened = visit(f"{agent_url}/")
+@pytest.fixture(scope="module")
+def held_agent(speech_server: str) -> Iterator[tuple[str, AnswerHold]]:
+    """An agent whose LLM (the OpenAI echo stub on loopback) holds each answer after its first
+    sentence until the test lets it go; yields its URL and the hold."""
+    from voicestream.agent.app import AgentSettings, create_app, running_agent
+    from voicestream.agent.llm import create_model
+
+    hold = AnswerHold()
+    with openai_echo_server(hold) as stub:
+        llm = create_model("openai", model="echo", base_url=stub.url, api_key="test")
+        with running_agent(create_app(AgentSettings(speech_url=speech_server), llm=llm)) as url:
+            yield url, hold
+
+
+def test_compare_shows_bidi_first_audio_before_batch(visit, held_agent, tmp_path: Path):
+    """Ordered by events, not by the machine's speed: bidi's answer plays while its LLM still
+    holds the rest of it; batch's answer is held at least as long as bidi took to play, and
+    nothing of it plays until the LLM has ended it. So bidi's first audio comes first on
+    any machine, and the page's figures must say so."""
+    url, hold = held_agent
+    opened = visit(f"{url}/")
     ask(opened, PROMPT, "compare")
 
-    opened.page.wait_for_selector("article[data-mode=batch][data-done=true]", timeout=180_000)
+    bidi = hold.next_answer(timeout_s=60)
+    opened.page.wait_for_selector("article[data-mode=bidi][data-ttfa-ms]", state="attached", timeout=120_000)
+    bidi.release.set()
+    bidi_ttfa_s = figure_ms(opened, "bidi", "ttfa") / 1000
+
+    batch = hold.next_answer(timeout_s=120)
+    opened.page.wait_for_selector("article[data-mode=batch][data-ttft-ms]", state="attached", timeout=60_000)
+    time.sleep(max(0.0, batch.arrived_at + bidi_ttfa_s - time.monotonic()))
+    assert opened.page.get_attribute("article[data-mode=batch]", "data-ttfa-ms") is None, "batch played a held answer"
+    batch.release.set()
+    opened.page.wait_for_selector("article[data-mode=batch][data-done=true]", state="attached", timeout=120_000)
 
     opened.page.screenshot(path=tmp_path / "agent-compare.png", full_page=True)
     assert opened.page.get_attribute("article[data-mode=bidi]", "data-done") == "true"

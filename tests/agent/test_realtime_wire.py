@@ -8,18 +8,23 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
 from tests.agent.realtime_checks import b64, checked, chunks, echo_agent, silence, spoken
+from tests.server.test_send_buffer import server_side_send_buffer
+from tests.server.wire import connect_non_reader
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
 from voicestream.agent.runtime import AnswerLimits
 from voicestream.audio import mulaw_to_float
+from voicestream.limits import SEND_BUFFER_BYTES
 from voicestream.protocol import SESSION_HEADER, new_session_id
 
 KEY = "realtime-test-key"
@@ -254,6 +259,56 @@ async def test_an_idle_socket_closes_at_the_idle_bound(speech_server):
         async with asyncio.timeout(10):
             while services[0].sockets:
                 await asyncio.sleep(0.01)
+
+
+def test_the_agent_fixes_each_connection_send_buffer(agent):
+    """The agent's end of each connection has the speech server's fixed send buffer (Linux
+    reports twice what was set): left to autotuning, megabytes of answer would sit in the
+    kernel before the Realtime send timeout began."""
+    url, _ = agent
+    address = urlsplit(url)
+    with socket.create_connection((address.hostname, address.port), timeout=10) as client:
+        deadline = time.monotonic() + 10
+        while True:  # until the agent's loop has accepted it
+            try:
+                got = server_side_send_buffer(client)
+                break
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+    assert got == 2 * SEND_BUFFER_BYTES
+
+
+async def test_a_client_that_stops_reading_is_closed_at_the_send_timeout(speech_server, caplog):
+    """A long spoken answer to a client that reads nothing (a 4 KB receive window; the agent's
+    send buffer is fixed, as the speech server's): once the buffers are full a delta cannot
+    leave within `realtime_send_s`, so the agent gives up on the socket (logged once), ends
+    its answer and forgets it, while the client still holds its end open. Read from the
+    agent's own accounting: its sockets, and the answers under way."""
+    services: list[Any] = []
+    send_s = 2.0
+    with echo_agent(speech_server, services, limits=AnswerLimits(realtime_send_s=send_s)) as (url, _):
+        http_url = url.replace("ws://", "http://")
+        sock = await connect_non_reader(http_url)
+        # no keepalive pings: their pongs go unread too, and the client would close first
+        ws = await connect(
+            f"{url}/v1/realtime", sock=sock, max_size=None, max_queue=1, compression=None, ping_interval=None
+        )
+        try:
+            await question(ws, "Tell me a long story about the sea.")
+            service = services[0]
+            async with asyncio.timeout(120):
+                while not service.sockets:
+                    await asyncio.sleep(0.01)
+                while service.sockets or service.active_answers:
+                    await asyncio.sleep(0.05)
+            assert not ws.transport.is_closing()  # the agent let go, not the client
+        finally:
+            ws.transport.abort()
+    read_nothing = [r for r in caplog.records if "read nothing" in r.getMessage()]
+    assert len(read_nothing) == 1, [r.getMessage() for r in read_nothing]
+    assert f"for {send_s:g} s" in read_nothing[0].getMessage()
 
 
 async def test_text_only_answers_ask_no_speech_server():

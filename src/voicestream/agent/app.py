@@ -57,6 +57,7 @@ from voicestream.agent.speech_input import SpeechRecognizer
 from voicestream.agent.ticking import Tick, ticking
 from voicestream.agent.voices import voices_route
 from voicestream.asgi import BoundedStreamingResponse, DrainingServer, free_port, serving
+from voicestream.limits import SEND_BUFFER_BYTES
 from voicestream.protocol import (
     MAX_SESSION_ID_CHARS,
     SESSION_HEADER,
@@ -452,11 +453,16 @@ def serve_agent(
 ) -> None:
     """Run the agent with uvicorn until SIGTERM or Ctrl-C (what `voicestream agent` calls),
     then drain: new answers are refused with `busy`, answers under way get `grace_s` to
-    end. Logging is set up by the caller (`voicestream.logs`)."""
+    end. Each connection's kernel send buffer is fixed, as the speech server's is
+    (`limits.SEND_BUFFER_BYTES`), so that a Realtime or SSE client that stops reading is
+    noticed at the send timeout, not after megabytes of autotuned buffer. Logging is set up
+    by the caller (`voicestream.logs`)."""
     app = create_app(settings)
     service: AgentService = app.state.service
     config = uvicorn.Config(app, host=host, port=port, access_log=False, log_config=None)
-    DrainingServer(config, drain=lambda: service.drain(grace_s)).run()
+    DrainingServer(
+        config, drain=lambda: service.drain(grace_s), send_buffer_bytes=SEND_BUFFER_BYTES
+    ).run()
 
 
 @contextlib.contextmanager
@@ -468,5 +474,5 @@ def running_agent(
     config = uvicorn.Config(
         app, host=host, port=port or free_port(host), log_level="warning", lifespan="on"
     )
-    with serving(config, "agent-server") as url:
+    with serving(config, "agent-server", SEND_BUFFER_BYTES) as url:
         yield url

@@ -11,7 +11,7 @@ from typing import Any, get_args
 
 import httpx
 from openai.types.realtime import RealtimeServerEvent
-from tests.agent.llm_stubs import LLMStub, openai_echo_server
+from tests.agent.llm_stubs import AnswerHold, LLMStub, openai_echo_server
 
 from voicestream.agent.app import AgentSettings, create_app, running_agent
 from voicestream.agent.llm import create_model
@@ -32,11 +32,15 @@ def checked(event: dict[str, Any]) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def echo_agent(
-    speech_server: str, services: list[Any] | None = None, **settings: Any
+    speech_server: str,
+    services: list[Any] | None = None,
+    hold: AnswerHold | None = None,
+    **settings: Any,
 ) -> Iterator[tuple[str, LLMStub]]:
-    """The agent answering from an echo LLM; yields its ws:// base URL and the stub (and
-    appends its `AgentService` to `services`, for a test that reads its conversations)."""
-    with openai_echo_server() as stub:
+    """The agent answering from an echo LLM (holding each answer after its first sentence,
+    with a `hold`); yields its ws:// base URL and the stub (and appends its `AgentService` to
+    `services`, for a test that reads its conversations)."""
+    with openai_echo_server(hold) as stub:
         llm = create_model("openai", model="echo", base_url=stub.url, api_key="test")
         app = create_app(AgentSettings(speech_url=speech_server, **settings), llm=llm)
         if services is not None:

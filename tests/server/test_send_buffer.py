@@ -8,7 +8,6 @@ side of each connection is found among this process's own descriptors and asked 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import time
@@ -39,6 +38,20 @@ def server_side_send_buffer(client: socket.socket) -> int:
     raise AssertionError("the server's end of the connection was not found")
 
 
+def accepted_send_buffer(port: int) -> int:
+    """SO_SNDBUF of the server's end of a new connection to ``port`` on 127.0.0.1, once the
+    server's loop has accepted it (polled, at most 10 s)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                return server_side_send_buffer(client)
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+
 @pytest.fixture
 def ports(make_speech_server: Callable[..., str]) -> dict[str, int]:
     wyoming = free_port()
@@ -48,13 +61,4 @@ def ports(make_speech_server: Callable[..., str]) -> dict[str, int]:
 
 @pytest.mark.parametrize("listener", ["http and websocket", "wyoming"])
 def test_each_accepted_connection_has_the_configured_send_buffer(ports: dict[str, int], listener: str) -> None:
-    with socket.create_connection(("127.0.0.1", ports[listener]), timeout=10) as client:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # until the server's loop has accepted it
-            with contextlib.suppress(AssertionError):
-                got = server_side_send_buffer(client)
-                break
-            time.sleep(0.02)
-        else:
-            got = server_side_send_buffer(client)
-    assert got == 2 * SEND_BUFFER
+    assert accepted_send_buffer(ports[listener]) == 2 * SEND_BUFFER

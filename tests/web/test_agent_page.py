@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.agent.llm_stubs import AnswerHold, openai_echo_server
+from tests.agent.llm_stubs import AnswerHold
+from tests.agent.realtime_checks import echo_agent
 from tests.web.browser import SOUND_LEVEL, PageVisit
 
 PROMPT = "Why is the sky blue?"
@@ -117,14 +118,9 @@ def test_answer_is_heard_and_stop_silences_it(visit, agent_url, agent_app, long_
 def held_agent(speech_server: str) -> Iterator[tuple[str, AnswerHold]]:
     """An agent whose LLM (the OpenAI echo stub on loopback) holds each answer after its first
     sentence until the test lets it go; yields its URL and the hold."""
-    from voicestream.agent.app import AgentSettings, create_app, running_agent
-    from voicestream.agent.llm import create_model
-
     hold = AnswerHold()
-    with openai_echo_server(hold) as stub:
-        llm = create_model("openai", model="echo", base_url=stub.url, api_key="test")
-        with running_agent(create_app(AgentSettings(speech_url=speech_server), llm=llm)) as url:
-            yield url, hold
+    with echo_agent(speech_server, hold=hold) as (url, _):
+        yield url.replace("ws://", "http://"), hold
 
 
 def test_compare_shows_bidi_first_audio_before_batch(visit, held_agent, tmp_path: Path):

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from voicestream.text import IncrementalSentenceChunker
+from voicestream.text import ChunkSchedule, IncrementalSentenceChunker
 
 PYSBD_GOLDEN_RULES: list[tuple[str, list[str]]] = [
     ("Hello World. My name is Jonas.", ["Hello World.", "My name is Jonas."]),
@@ -404,8 +404,7 @@ CASES = (
 def chunk(fragments: list[str]) -> list[str]:
     chunker = IncrementalSentenceChunker()
     chunks = [sentence for fragment in fragments for sentence in chunker.feed(fragment)]
-    rest = chunker.flush()
-    return chunks if rest is None else [*chunks, rest]
+    return chunks + chunker.flush()
 
 
 def test_there_are_at_least_sixty_cases() -> None:
@@ -438,8 +437,7 @@ def released_after(fragments: list[str]) -> list[tuple[str, int]]:
         for index, fragment in enumerate(fragments)
         for sentence in chunker.feed(fragment)
     ]
-    rest = chunker.flush()
-    return released if rest is None else [*released, (rest, len(fragments))]
+    return released + [(rest, len(fragments)) for rest in chunker.flush()]
 
 
 @pytest.mark.parametrize(("text", "expected"), CASES, ids=[text[:40] for text, _ in CASES])
@@ -469,7 +467,7 @@ def test_sentence_waits_for_the_next_word_only_when_it_must() -> None:
     assert chunker.feed("orld. I live in the U.S.") == ["World."]
     assert chunker.feed(" Ho") == []
     assert chunker.feed("w ") == ["I live in the U.S."]
-    assert chunker.flush() == "How"
+    assert chunker.flush() == ["How"]
 
 
 def test_line_is_released_at_once_at_a_newline() -> None:
@@ -482,22 +480,22 @@ def test_line_is_released_at_once_at_a_newline() -> None:
         if char == "\n":
             lines_so_far = [line for line in text[:index].split("\n") if line and line != "---"]
             assert released == lines_so_far
-    assert chunker.flush() == "--- Done"
+    assert chunker.flush() == ["--- Done"]
     assert released == ["1. Buy milk", "2. Eat bread", "# Title"]
 
 
-def test_flush_returns_none_when_nothing_speakable_is_left() -> None:
+def test_flush_returns_nothing_when_nothing_speakable_is_left() -> None:
     chunker = IncrementalSentenceChunker()
-    assert chunker.flush() is None
+    assert chunker.flush() == []
     assert chunker.feed("Hello.\n") == ["Hello."]
     assert chunker.feed("  *** 🎉 \n ") == []
-    assert chunker.flush() is None
+    assert chunker.flush() == []
 
 
 def test_flush_resets_for_the_next_answer() -> None:
     chunker = IncrementalSentenceChunker()
     chunker.feed("First answer")
-    assert chunker.flush() == "First answer"
+    assert chunker.flush() == ["First answer"]
     assert chunker.feed("Second. Answer") == ["Second."]
 
 
@@ -506,3 +504,15 @@ def test_reset_discards_pending_text() -> None:
     chunker.feed("Half a sent")
     chunker.reset()
     assert chunker.feed("New one. Next") == ["New one."]
+
+
+def test_flush_decides_the_boundaries_that_waited_for_the_end() -> None:
+    """At the end of the text, a boundary that waited for the character after the last
+    word is decided as if a space had come: the chunks do not depend on a trailing space."""
+    for text in ("I live in the U.S. How", "Hello 你好。Hello"):
+        for schedule in (ChunkSchedule(), ChunkSchedule(first_words=1)):
+            chunker = IncrementalSentenceChunker(schedule)
+            ended = chunker.feed(text) + chunker.flush()
+            spaced = chunker.feed(text + " ") + chunker.flush()
+            assert ended == spaced
+            assert ended[-1] == text.split("。")[-1].split()[-1], (schedule, ended)

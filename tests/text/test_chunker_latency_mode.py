@@ -14,8 +14,7 @@ def chunk(text: str, schedule: ChunkSchedule | int | None) -> list[str]:
         schedule = ChunkSchedule(first_words=schedule)
     chunker = IncrementalSentenceChunker(schedule)
     chunks = [sentence for char in text for sentence in chunker.feed(char)]
-    rest = chunker.flush()
-    return chunks if rest is None else [*chunks, rest]
+    return chunks + chunker.flush()
 
 
 TEXT = "Well, I think that, after all, we should go. Then more, and more."
@@ -140,7 +139,7 @@ def test_grouping_keeps_unspaced_scripts_unspaced() -> None:
 def test_flush_returns_a_partial_group_without_an_unspeakable_tail() -> None:
     chunker = IncrementalSentenceChunker(ChunkSchedule(sentences=(3,)))
     assert chunker.feed("First one. Second one. Third one. ") == ["First one."]
-    assert chunker.flush() == "Second one. Third one."
+    assert chunker.flush() == ["Second one. Third one."]
 
 
 @pytest.mark.parametrize(

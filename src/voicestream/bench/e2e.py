@@ -140,7 +140,7 @@ class E2EReport:
 
 def _comparison_row(c: ModeComparison) -> list[object]:
     chunker = IncrementalSentenceChunker()
-    sentences = [*chunker.feed(c.sentence.text), chunker.flush() or ""]
+    sentences = [*chunker.feed(c.sentence.text), *chunker.flush()]
     return [
         c.prompt[:48],
         len(sentences[0].split()),

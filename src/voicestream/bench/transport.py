@@ -144,9 +144,7 @@ def chunk_answer(text: str, latency_mode: bool) -> list[str]:
     from voicestream.agent.runtime import DEFAULT_SCHEDULE
 
     chunker = IncrementalSentenceChunker(DEFAULT_SCHEDULE if latency_mode else SENTENCES)
-    chunks = [chunk for word in text.split(" ") for chunk in chunker.feed(word + " ")]
-    rest = chunker.flush()
-    return [*chunks, rest] if rest else chunks
+    return [chunk for word in text.split(" ") for chunk in chunker.feed(word + " ")] + chunker.flush()
 
 
 async def _three_sentences(url: str) -> list[list[Cell]]:

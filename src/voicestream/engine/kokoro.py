@@ -118,9 +118,7 @@ class RenderedPiece:
 def split_sentences(text: str) -> list[str]:
     """The sentences of a complete text, as the streaming chunker would release them."""
     chunker = IncrementalSentenceChunker()
-    sentences = chunker.feed(text)
-    rest = chunker.flush()
-    return [*sentences, rest] if rest else sentences
+    return [*chunker.feed(text), *chunker.flush()]
 
 
 def _session(model: str | bytes, providers: list[str], threads: int) -> ort.InferenceSession:

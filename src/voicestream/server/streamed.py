@@ -180,10 +180,10 @@ class StreamedSpeech:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        rest = self._chunker.flush_chunk()
+        rest = self._chunker.flush_chunks()
         self._buffered = 0
         if rest and not self.ended:
-            self._items.append(_Chunk(rest.raw, rest.start))
+            self._items += [_Chunk(chunk.raw, chunk.start) for chunk in rest]
             self._top_up()
 
     def mark(self, marker: object) -> None:

@@ -112,14 +112,19 @@ class _Lookahead:
     started, so that text fed one character at a time is not rescanned from there on every
     fragment. It lives as long as one chunk's pending text, which only grows."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, ended: bool) -> None:
         self.text = text
+        self.ended = ended
+        """Whether the text is complete (`flush`): then the end reads as one space, so that
+        decisions that waited for the character after a word are made."""
         self.resume: dict[tuple[str, int], int] = {}
 
     def __getitem__(self, index: int) -> str:
-        if index >= len(self.text):
-            raise _NeedMoreText
-        return self.text[index]
+        if index < len(self.text):
+            return self.text[index]
+        if self.ended and index == len(self.text):
+            return " "
+        raise _NeedMoreText
 
 
 class IncrementalSentenceChunker:
@@ -143,6 +148,8 @@ class IncrementalSentenceChunker:
 
     def reset(self) -> None:
         """Forget all pending text and start a new answer (the schedule starts over)."""
+        self._ended = False
+        """Set by `flush`: the pending text is all there is."""
         self._chunks_emitted = 0
         """Chunks that ended at a sentence end: a sentence cut in pieces counts once."""
         self._cuts = 0
@@ -195,25 +202,31 @@ class IncrementalSentenceChunker:
         self._group = []
         return chunk
 
-    def flush(self) -> str | None:
-        """Return the rest of the text, or None if nothing speakable is left; then reset."""
-        chunk = self.flush_chunk()
-        return chunk.text if chunk else None
+    def flush(self) -> list[str]:
+        """Return the chunks of the rest of the text (none if nothing speakable is left);
+        then reset for the next answer."""
+        return [chunk.text for chunk in self.flush_chunks()]
 
-    def flush_chunk(self) -> Chunk | None:
-        """`flush`, with where the rest lies in the text fed (`Chunk`)."""
+    def flush_chunks(self) -> list[Chunk]:
+        """`flush`, each chunk with where it lies in the text fed (`Chunk`).
+
+        The end of the text is known now, so the boundaries that waited for what follows
+        the last word are decided ("the U.S. How" fed whole ends in two chunks, as it would
+        with a space after it); whatever no boundary cuts off is the last chunk."""
+        self._ended = self._lookahead.ended = True
+        chunks = self._ready_chunks()
         rest = self._pending if any(_is_speakable(c) for c in self._pending) else ""
         if not self._group:
             self._group_start = self._pending_start
-        chunk = self._take_group(rest)
+        last = self._take_group(rest)
         self.reset()
-        return chunk if chunk.text else None
+        return [*chunks, last] if last.text else chunks
 
     # --- scanning ---------------------------------------------------------------------
 
     def _start_chunk(self, pending: str) -> None:
         self._pending = pending
-        self._lookahead = _Lookahead(pending)
+        self._lookahead = _Lookahead(pending, self._ended)
         self._cut_mid_sentence = False
         """Whether the boundary `_scan` returns is a latency-mode cut, not a sentence end."""
         self._position = 0

@@ -17,6 +17,7 @@ from typing import Any
 import uvicorn
 from starlette.responses import StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,24 @@ def cap_send_buffer(sock: Any, size: int | None) -> None:
     is full; autotuned on a fast path it holds about a minute of pcm16."""
     if size is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+
+
+WRITE_BUFFER = "voicestream.write_buffer"
+"""The scope extension through which a WebSocket route reads how many bytes wait in the
+server's own buffer for the peer (``scope["extensions"][WRITE_BUFFER]["size"]()``)."""
+
+
+class WebSocketsWithWriteBuffer(WebSocketsSansIOProtocol):
+    """uvicorn's ``websockets-sansio`` protocol that also offers the :data:`WRITE_BUFFER`
+    extension. Why: a send returns while what it wrote still fits below the transport's
+    high-water mark, so a send that blocks may come seconds after the peer took its last
+    byte; the connection times its send timeout from that byte (`server.connection`)."""
+
+    def handle_connect(self, event: Any) -> None:
+        super().handle_connect(event)
+        scope = getattr(self, "scope", None)
+        if scope is not None:
+            scope["extensions"][WRITE_BUFFER] = {"size": self.transport.get_write_buffer_size}
 
 
 class BoundedServer(uvicorn.Server):

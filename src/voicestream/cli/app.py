@@ -289,8 +289,9 @@ def serve(
     ] = limits.MAX_SESSION_ERRORS,
     send_timeout: Annotated[
         float, typer.Option("--send-timeout", help="Close a connection (a session, a Cartesia socket, a Wyoming "
-                            "connection: 1008) that takes no frame, or drop a streamed HTTP response that takes "
-                            "no body chunk, for this many seconds; its requests end and its slots are freed.")
+                            "connection: 1008) that takes no byte of its frames, or drop a streamed HTTP response "
+                            "that takes no body chunk, for this many seconds; its requests end and its slots are "
+                            "freed.")
     ] = limits.SEND_TIMEOUT_S,
     send_buffer_bytes: Annotated[
         int, typer.Option("--send-buffer-bytes", min=4096, help="Kernel send buffer of each accepted connection "

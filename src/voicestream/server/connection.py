@@ -11,7 +11,10 @@ tasks over one :class:`Transport`:
   whole audio) that the face sends with :meth:`send_within`.
 
 Every outgoing frame leaves within ``--send-timeout`` or the connection is closed (1008):
-a peer that stops reading frees its slots at that timeout on every face. The idle clock
+a peer that stops reading frees its slots at that timeout on every face. Where the
+transport says how many bytes wait in the server's own buffer, the timeout runs from the
+last time one of them left: a send returns while its bytes fit below the buffer's
+high-water mark, so the send that blocks may come a whole render after the peer stopped. The idle clock
 runs while nothing was received, nothing sent, and :attr:`idle` holds (nothing left to send
 and nothing asked, whatever is open): a peer that never speaks is closed at
 ``--idle-timeout`` (1000). Draining for shutdown, a connection goes away (1001) as soon as it
@@ -39,6 +42,7 @@ from typing import Any, ClassVar, Protocol
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from voicestream.asgi import WRITE_BUFFER
 from voicestream.protocol import ErrorCode, SpeechFault
 from voicestream.server.job import Listener
 from voicestream.server.requests import SpeechService
@@ -47,6 +51,8 @@ log = logging.getLogger(__name__)
 
 MAX_PENDING_ERRORS = 4096
 """Error frames waiting to be sent, beyond which the connection is closed with 1008."""
+WAITED_S = 0.05
+"""A send that took longer waited for the server's buffer to drain, so the peer took bytes."""
 CLOSE_TIMEOUT_S = 5.0
 """How long a refusal or the close may take to leave (a peer that never reads blocks it)."""
 
@@ -78,6 +84,10 @@ class Transport(Protocol):
 
     async def close(self, code: int | None) -> None: ...
 
+    def unsent_bytes(self) -> int | None:
+        """Bytes that wait in the server's own buffer for the peer; None if unknown."""
+        ...
+
 
 class WebSocketTransport:
     """A Starlette WebSocket: messages are text or bytes (SageMaker forwards text as binary);
@@ -106,6 +116,10 @@ class WebSocketTransport:
     async def close(self, code: int | None) -> None:
         if code is not None:
             await self.websocket.close(code=code)
+
+    def unsent_bytes(self) -> int | None:
+        buffer = self.websocket.scope.get("extensions", {}).get(WRITE_BUFFER)
+        return None if buffer is None else buffer["size"]()
 
 
 @dataclass(frozen=True)
@@ -150,6 +164,9 @@ class Connection:
         self._sends = 0
         """Frames being sent now (:meth:`send_within`): the connection is not idle meanwhile."""
         self._last_activity = time.monotonic()
+        self._held_bytes = 0
+        self._held_since: float | None = None
+        """Since when bytes have waited in the server's buffer with none of them leaving."""
         self._close_now: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._reading: asyncio.Task[Any] | None = None
         self._sent = asyncio.Event()
@@ -214,7 +231,7 @@ class Connection:
         that sent ``--max-session-errors`` bad ones in a row (logged once: it reads no more)."""
         self._errors_in_a_row += 1
         if self._errors_in_a_row > self.service.settings.max_session_errors:
-            log.warning("closing a %s after %d bad messages in a row (1008)", self.kind, self._errors_in_a_row - 1)
+            log.warning("closing %s after %d bad messages in a row (1008)", self.a_kind, self._errors_in_a_row - 1)
             self.go_away(POLICY)
             return
         self.report(fault)
@@ -223,7 +240,7 @@ class Connection:
         """Queue ``fault``'s error frame, never waiting; a peer that leaves more than
         ``MAX_PENDING_ERRORS`` of them unread is closed (1008)."""
         if self._pending_errors >= MAX_PENDING_ERRORS:
-            log.warning("closing a %s with %d unread error frames (1008)", self.kind, self._pending_errors)
+            log.warning("closing %s with %d unread error frames (1008)", self.a_kind, self._pending_errors)
             self.go_away(POLICY)
             return
         self.service.metrics.errors.labels(code=str(fault.code)).inc()
@@ -231,20 +248,44 @@ class Connection:
         self._outbox.put_nowait(_ErrorFrame(self.fault_frame(fault)))
 
     async def send_within(self, frame: Any) -> None:
-        """Send one frame within ``--send-timeout``, else decide to close (1008) and raise
-        :class:`SendTimedOut`."""
+        """Send one frame within ``--send-timeout`` of the later of its start and the last
+        byte the peer took, else decide to close (1008) and raise :class:`SendTimedOut`."""
         timeout_s = self.service.settings.send_timeout_s
+        now = time.monotonic()
+        deadline = min(now, self._stuck_since(now)) + timeout_s
         self._sends += 1
         try:
-            async with asyncio.timeout(timeout_s):
+            if deadline <= now:
+                raise TimeoutError
+            async with asyncio.timeout(deadline - now):
                 await self.transport.send(frame)
         except TimeoutError:
-            log.warning("closing a %s that took no frame for %g s (1008)", self.kind, timeout_s)
+            log.warning("closing %s that took no frame for %g s (1008)", self.a_kind, timeout_s)
             self.go_away(POLICY)
             raise SendTimedOut from None
         finally:
             self._sends -= 1
         self._last_activity = time.monotonic()
+        if self._last_activity - now > WAITED_S:
+            self._held_since = None  # it waited for the buffer to drain: bytes left meanwhile
+        self._stuck_since(self._last_activity)
+
+    def _stuck_since(self, now: float) -> float:
+        """Since when the bytes waiting in the server's buffer have had none leave (``now``
+        if none wait, one left since the last look, or the transport cannot tell). Bytes a
+        send adds count from the first look that finds them."""
+        held = self.transport.unsent_bytes()
+        if not held:
+            self._held_since = None
+        elif self._held_since is None or held < self._held_bytes:
+            self._held_since = now
+        self._held_bytes = held or 0
+        return now if self._held_since is None else self._held_since
+
+    @property
+    def a_kind(self) -> str:
+        """The kind with its article, for the log ("an ElevenLabs socket")."""
+        return ("an " if self.kind[0] in "AEIOUaeiou" else "a ") + self.kind
 
     async def send_fault(self, fault: SpeechFault) -> None:
         """Send ``fault``'s error frame now, from the sender (a request that failed while
@@ -278,7 +319,7 @@ class Connection:
         except PeerGone:
             return None
         except Exception:
-            log.exception("a %s failed; closing it", self.kind)
+            log.exception("%s failed; closing it", self.a_kind)
             return INTERNAL
         finally:
             self.state = ConnectionState.CLOSED
@@ -304,7 +345,7 @@ class Connection:
             return NORMAL
         if isinstance(error, PeerGone):
             return None
-        log.error("a %s's sender failed; closing it", self.kind, exc_info=error)
+        log.error("%s's sender failed; closing it", self.a_kind, exc_info=error)
         return INTERNAL
 
     async def _receive_loop(self) -> None:

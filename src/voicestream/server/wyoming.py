@@ -169,6 +169,9 @@ class WyomingTransport:
         except ConnectionError:
             raise PeerGone from None
 
+    def unsent_bytes(self) -> int | None:
+        return self.writer.transport.get_write_buffer_size()
+
     async def close(self, code: int | None) -> None:
         """Close the stream; a peer that reads nothing (1008) or has gone gets no goodbye:
         its unsent bytes are dropped at once."""

@@ -670,26 +670,48 @@ def edge_table(rows: list[EdgeRow]) -> str:
 
 
 @dataclass(frozen=True)
+class IdleMemory:
+    """The server's resident set (MB) when idle, and its two parts: anonymous memory (the
+    heap, the arena, thread stacks: what a leak grows) and file pages (the shared libraries
+    and files it has touched, which the kernel may drop and read again)."""
+
+    rss_mb: float
+    anon_mb: float
+    file_mb: float
+
+
+@dataclass(frozen=True)
 class ResidentMemory:
     """The server's resident set when idle, once served and once after every fault and the soak
     (goal: after within 1.3x of before, issue 27)."""
 
-    before_mb: float
-    after_mb: float
+    before: IdleMemory
+    after: IdleMemory
 
     @property
     def ratio(self) -> float:
-        return self.after_mb / self.before_mb
+        return self.after.rss_mb / self.before.rss_mb
+
+    @property
+    def anon_ratio(self) -> float:
+        return self.after.anon_mb / self.before.anon_mb
 
 
-async def idle_resident_mb(base_url: str, pid: int) -> float:
-    """The server's resident set (MB) once nothing is queued and no model run has gone for
-    longer than the engine waits before it hands its heap back (``voicestream.engine.memory``)."""
+def idle_memory(pid: int) -> IdleMemory:
+    """`IdleMemory` of process ``pid`` now, from /proc."""
+    with open(f"/proc/{pid}/status") as status:
+        fields = {line.split(":")[0]: int(line.split()[1]) / 1024 for line in status if line.startswith(("VmRSS:", "RssAnon:", "RssFile:"))}
+    return IdleMemory(fields["VmRSS"], fields["RssAnon"], fields["RssFile"])
+
+
+async def idle_resident(base_url: str, pid: int) -> IdleMemory:
+    """The server's `IdleMemory` once nothing is queued and no model run has gone for longer
+    than the engine waits before it hands its heap back (``voicestream.engine.memory``)."""
     from voicestream.engine.memory import DEFAULT_RELEASE_AFTER_S
 
     await _until_idle(base_url, 120.0)
     await asyncio.sleep(DEFAULT_RELEASE_AFTER_S + 2.0)
-    return process_usage(pid)[0] / 1024
+    return idle_memory(pid)
 
 
 @dataclass
@@ -734,8 +756,12 @@ class ChaosResult:
                  "p95 ms", "memory MB (first 30 s -> last 30 s)", "open files"], soak_rows,
             ) + ("" if not soak.errors else f"\n\nerrors: {dict(soak.errors)}"),
             *([] if self.memory is None else ["Resident memory, idle\n\n" + markdown_table(
-                ["served once, MB", "after the faults and the soak, MB", "after / before"],
-                [[f"{self.memory.before_mb:.0f}", f"{self.memory.after_mb:.0f}", f"{self.memory.ratio:.2f}x"]],
+                ["", "served once, MB", "after the faults and the soak, MB", "after / before"],
+                [[part, f"{before:.0f}", f"{after:.0f}", f"{after / before:.2f}x"] for part, before, after in (
+                    ("resident set", self.memory.before.rss_mb, self.memory.after.rss_mb),
+                    ("of it anonymous", self.memory.before.anon_mb, self.memory.after.anon_mb),
+                    ("of it file pages", self.memory.before.file_mb, self.memory.after.file_mb),
+                )],
             )]),
         ])
 
@@ -813,7 +839,7 @@ async def run_chaos(
     process, base_url = await _start_server("--max-sessions", str(max(72, sessions + 8)), *serve_args)
     try:
         await _first_audio_s(base_url)
-        before_mb = await idle_resident_mb(base_url, process.pid)
+        before = await idle_resident(base_url, process.pid)
         fuzzed = await fuzz(base_url, fuzz_sessions, fuzz_messages, seed)
         faults = {
             "client disconnects mid-stream": await fault_disconnect(base_url),
@@ -822,7 +848,7 @@ async def run_chaos(
             "adversarial texts (20,000 characters each)": await fault_adversarial_texts(base_url, process.pid),
         }
         soaked = await soak(base_url, sessions, duration_s, process.pid)
-        memory = ResidentMemory(before_mb, await idle_resident_mb(base_url, process.pid))
+        memory = ResidentMemory(before, await idle_resident(base_url, process.pid))
         faults["SIGTERM during synthesis"] = await fault_sigterm(base_url, process)
         return ChaosResult(fuzzed, faults, soaked, edge, memory)
     finally:

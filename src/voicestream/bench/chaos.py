@@ -162,11 +162,16 @@ class SoakReport:
         return statistics.fmean(s[1] for s in chosen) / 1024, statistics.fmean(s[2] for s in chosen)
 
 
+def _status_kb(pid: int, *names: str) -> dict[str, int]:
+    """The sizes (kB) ``names`` ("VmRSS", "RssAnon", ...) of process `pid`, from /proc."""
+    with open(f"/proc/{pid}/status") as status:
+        return {name: int(rest.split()[0]) for name, _, rest in (line.partition(":") for line in status)
+                if name in names}
+
+
 def process_usage(pid: int) -> tuple[int, int]:
     """Resident memory (kB) and open file descriptors of process `pid`, from /proc."""
-    with open(f"/proc/{pid}/status") as status:
-        rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
-    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+    return _status_kb(pid, "VmRSS")["VmRSS"], len(os.listdir(f"/proc/{pid}/fd"))
 
 
 async def soak(base_url: str, sessions: int, duration_s: float, server_pid: int) -> SoakReport:
@@ -692,16 +697,11 @@ class ResidentMemory:
     def ratio(self) -> float:
         return self.after.rss_mb / self.before.rss_mb
 
-    @property
-    def anon_ratio(self) -> float:
-        return self.after.anon_mb / self.before.anon_mb
-
 
 def idle_memory(pid: int) -> IdleMemory:
     """`IdleMemory` of process ``pid`` now, from /proc."""
-    with open(f"/proc/{pid}/status") as status:
-        fields = {line.split(":")[0]: int(line.split()[1]) / 1024 for line in status if line.startswith(("VmRSS:", "RssAnon:", "RssFile:"))}
-    return IdleMemory(fields["VmRSS"], fields["RssAnon"], fields["RssFile"])
+    sizes = _status_kb(pid, "VmRSS", "RssAnon", "RssFile")
+    return IdleMemory(sizes["VmRSS"] / 1024, sizes["RssAnon"] / 1024, sizes["RssFile"] / 1024)
 
 
 async def idle_resident(base_url: str, pid: int) -> IdleMemory:

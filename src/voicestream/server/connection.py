@@ -14,10 +14,10 @@ Every outgoing frame leaves within ``--send-timeout`` or the connection is close
 a peer that stops reading frees its slots at that timeout on every face. Where the
 transport says how many bytes wait in the server's own buffer, the timeout runs from the
 last time one of them left: a send returns while its bytes fit below the buffer's
-high-water mark, so the send that blocks may come a whole render after the peer stopped. The idle clock
-runs while nothing was received, nothing sent, and :attr:`idle` holds (nothing left to send
-and nothing asked, whatever is open): a peer that never speaks is closed at
-``--idle-timeout`` (1000). Draining for shutdown, a connection goes away (1001) as soon as it
+high-water mark, so the send that blocks may come a whole render after the peer stopped.
+The idle clock runs while nothing was received, nothing sent, and :attr:`idle` holds
+(nothing left to send and nothing asked, whatever is open): a peer that never speaks is
+closed at ``--idle-timeout`` (1000). Draining for shutdown, a connection goes away (1001) as soon as it
 is idle (the drain asks every connection), and at the end of the grace whatever it holds.
 
 States, as Starlette's ``WebSocketState`` guards a socket's: OPEN (reading and answering),

@@ -704,13 +704,23 @@ def idle_memory(pid: int) -> IdleMemory:
     return IdleMemory(sizes["VmRSS"] / 1024, sizes["RssAnon"] / 1024, sizes["RssFile"] / 1024)
 
 
-async def idle_resident(base_url: str, pid: int) -> IdleMemory:
-    """The server's `IdleMemory` once nothing is queued and no model run has gone for longer
-    than the engine waits before it hands its heap back (``voicestream.engine.memory``)."""
-    from voicestream.engine.memory import DEFAULT_RELEASE_AFTER_S
+async def until_memory_settled(base_url: str, timeout_s: float = 60.0) -> bool:
+    """Whether the server's memory settled within ``timeout_s``: no model run for the idle
+    release's spell, the heap handed back and the sessions renewed if memory had grown
+    (``voicestream_memory_settled``, ``voicestream.engine.memory``)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            while await _metric(base_url, "voicestream_memory_settled") != 1:
+                await asyncio.sleep(0.2)
+            return True
+    return False
 
+
+async def idle_resident(base_url: str, pid: int) -> IdleMemory:
+    """The server's `IdleMemory` once nothing is queued and its memory has settled (after 60 s
+    unsettled, as it is)."""
     await _until_idle(base_url, 120.0)
-    await asyncio.sleep(DEFAULT_RELEASE_AFTER_S + 2.0)
+    await until_memory_settled(base_url)
     return idle_memory(pid)
 
 

@@ -30,16 +30,24 @@ from voicestream.bench.chaos import (
     fuzz,
     run_probes,
     session_url,
+    until_memory_settled,
     valid_probe,
 )
 from voicestream.bench.report import Report, Table, machine_context
 from voicestream.bench.texts import BLOCK, LATENCY_ANSWER, LOAD_TEXT, MONOLOGUE, RTF_INPUTS
-from voicestream.engine.memory import DEFAULT_RELEASE_AFTER_S, RELEASE_AFTER_ENV
+from voicestream.engine.memory import DEFAULT_RENEW_ABOVE, RELEASE_AFTER_ENV, RENEW_ABOVE_ENV
 
 LOAD_TEXTS = (*RTF_INPUTS.values(), BLOCK, LATENCY_ANSWER, LOAD_TEXT, MONOLOGUE, LONG_TEXT)
 """From 12 to about 1,300 characters: ONNX Runtime and malloc see many input lengths."""
 PROBE_TEXT = RTF_INPUTS["medium"]
-CONFIGURATIONS = {"idle release on (as shipped)": {}, "idle release off": {RELEASE_AFTER_ENV: "0"}}
+CONFIGURATIONS = {
+    f"as shipped (release; sessions renewed above {DEFAULT_RENEW_ABOVE:g}x)": {},
+    "sessions renewed in every quiet spell": {RENEW_ABOVE_ENV: "0.001"},
+    "release, no renewal": {RENEW_ABOVE_ENV: "0"},
+    "idle release off": {RELEASE_AFTER_ENV: "0"},
+}
+"""The renewal in every quiet spell is there for its cost: the timed request after each spell
+runs on sessions just built."""
 SAMPLE_EVERY_S = 0.5
 
 
@@ -182,10 +190,11 @@ async def _measure(
             server.loaded_mb = resident_mb(server.process.pid)
         await asyncio.sleep(idle_s)
         for server in servers:
+            await until_memory_settled(server.base_url)
             server.rested_mb = resident_mb(server.process.pid)
         for _ in range(trials):  # in turn: the one timed runs alone
             for server in servers:
-                await asyncio.sleep(DEFAULT_RELEASE_AFTER_S + 1.5)
+                await until_memory_settled(server.base_url)
                 await _timed_request(server, PROBE_TEXT)
         return servers
 
@@ -206,11 +215,11 @@ def measure_memory(
                                                                   adversarial else "") + ", every server at once."),
     )
     cost = Table(
-        "The first request after an idle spell (the idle release has run)",
+        "The first request after an idle spell (the idle release, and a renewal where due, has run)",
         ["server", "first audio ms (median)", "whole request ms (median)", "server CPU ms (median)",
          "minor page faults (median)", "trials"],
-        note=f"{len(PROBE_TEXT)} characters, on a new session {DEFAULT_RELEASE_AFTER_S + 1.5:g} s after the "
-             "server's last run; the servers take turns.",
+        note=f"{len(PROBE_TEXT)} characters, on a new session once the server's memory settled after its last "
+             "run (voicestream_memory_settled); the servers take turns.",
     )
     for server in servers:
         memory.add(server.label, server.idle_mb, server.peak_mb, server.loaded_mb, server.rested_mb,

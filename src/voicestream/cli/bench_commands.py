@@ -313,7 +313,8 @@ def bench_memory(
     plot_file: PlotFile = None,
 ) -> None:
     """A `voicestream serve` process's memory idle, at its peak, after a load and after an idle spell,
-    with the engine's idle release on and off (and --env's variant), and the first request after idling."""
+    with the engine's idle release and session renewal on and off (and --env's variant), and the first
+    request after idling."""
     from voicestream.bench.memory import CONFIGURATIONS, measure_memory
     from voicestream.bench.report import publish
 

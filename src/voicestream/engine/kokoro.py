@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import unicodedata
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +36,7 @@ from voicestream.engine.errors import (
     UnknownVoiceError,
     UnsupportedLanguageError,
 )
-from voicestream.engine.graph import load_graph
+from voicestream.engine.graph import ModelGraph, load_graph
 from voicestream.engine.phonemes import (
     Phonemizer,
     split_before_break_word,
@@ -143,6 +144,19 @@ def session_options(threads: int) -> ort.SessionOptions:
     return options
 
 
+def _release_when_freed(replaced: object) -> None:
+    """Once ``replaced`` (a session or a front and vocoder pair a renewal replaced) is freed, the
+    heap is released again: a parked request that was in the middle of a piece may hold it
+    long after the renewal, and when it lets go no model run follows to ask for a release."""
+    weakref.finalize(replaced, memory.IDLE_RELEASE.release_soon)
+
+
+def _on_disk(graph: ModelGraph) -> bool:
+    """Whether every model of ``graph`` is a file (the graph cache's), not bytes in memory."""
+    models = [graph.model] + ([] if graph.split is None else [graph.split.front, graph.split.vocoder])
+    return all(isinstance(model, str) for model in models)
+
+
 def _providers(device: str) -> list[str]:
     import onnxruntime as ort
 
@@ -225,6 +239,42 @@ class KokoroEngine:
         )
         """The pad, punctuation and space tokens: what a piece's silent edges are made of."""
         self._voices = VoiceBank(files.voices_dir)
+        self._renewable_graph = graph if self.device == "cpu" and _on_disk(graph) else None
+        """The graph files the sessions are built again from (`renew_sessions`); None where the
+        graph lives in memory only (its bytes are not kept for this) or runs on a GPU."""
+        self.renewals = 0
+        if self._renewable_graph is not None:
+            memory.IDLE_RELEASE.renew_when_grown(self)
+
+    def renew_sessions(self, still_quiet: Callable[[], bool]) -> bool:
+        """Build every session again from the same graph files, one at a time, each swapped in
+        once made (a run going on keeps the session it started on), while ``still_quiet()``.
+
+        An ONNX Runtime session keeps memory from the runs it made at once on several threads,
+        which only dropping it gives back (`voicestream.engine.memory`). True when every
+        session was renewed; False at once where the engine cannot renew."""
+        graph = self._renewable_graph
+        if graph is None:
+            return False
+        for threads in list(self._sessions):
+            if not still_quiet():
+                return False
+            _release_when_freed(self._sessions[threads])
+            self._sessions[threads] = _session(graph.model, self._providers, threads)
+        with self._split_lock:
+            split_threads = list(self._split_models)
+        for threads in split_threads:
+            if not still_quiet() or graph.split is None:
+                return False
+            renewed = SplitModel(
+                _session(graph.split.front, self._providers, threads),
+                _session(graph.split.vocoder, self._providers, threads),
+            )
+            with self._split_lock:
+                _release_when_freed(self._split_models[threads])
+                self._split_models[threads] = renewed
+        self.renewals += 1
+        return True
 
     @classmethod
     def load(

@@ -11,6 +11,16 @@ a background thread
 calls glibc's ``malloc_trim(0)``, which hands every whole free page of every arena back:
 a few milliseconds, off the render path; the cost is the page faults of the next runs.
 Where the C library is not glibc, nothing is released and nothing else changes.
+
+That is not all of it: an ONNX Runtime session itself keeps memory from the runs it made at
+once on several threads (measured on one engine, five threads at once: the single-thread
+session held 116 MB that `malloc_trim` could not give back, and dropping it gave it back; a
+one-off script, see docs/BENCHMARKS.md). So after runs at once, when the anonymous resident set
+after a release is still more than `DEFAULT_RENEW_ABOVE` times the lowest it has been, and no
+run has gone for `RENEW_AFTER_S`, every engine that registered (`Renewable`) builds its
+sessions again from the same graph files, one at a time (about 0.4 s of CPU each, off the
+render path; a run that starts stops it, and the next quiet spell does it again). The audio
+does not change: a renewed session renders the same samples.
 """
 
 from __future__ import annotations
@@ -21,8 +31,10 @@ import functools
 import logging
 import os
 import threading
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
@@ -53,6 +65,36 @@ def release_heap() -> bool:
     return bool(libc.malloc_trim(0)) if libc is not None else False
 
 
+def anonymous_resident_bytes() -> int | None:
+    """The process's anonymous resident memory (``RssAnon``: the heaps, not the files mapped in),
+    or None where /proc does not say."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("RssAnon:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+RENEW_ABOVE_ENV = "VOICESTREAM_RENEW_ABOVE"
+DEFAULT_RENEW_ABOVE = 1.1
+"""Sessions are built again when the anonymous resident set after a release is more than this
+many times the lowest seen after a release (and runs went on at once since the last renewal);
+``VOICESTREAM_RENEW_ABOVE``, 0 never renews. A renewal costs CPU, so it waits for growth worth
+giving back."""
+RENEW_AFTER_S = 5.0
+"""Seconds without a model run before a renewal that is due: a release comes after one second,
+but building the sessions again costs about two seconds of CPU, which a server between the
+requests of a burst should not spend."""
+
+
+class Renewable(Protocol):
+    """What the idle release can renew: an engine whose sessions can be built again."""
+
+    def renew_sessions(self, still_quiet: Callable[[], bool]) -> bool:
+        """Build every session again, one at a time, while ``still_quiet()``; True when all were."""
+        ...
+
+
 @functools.cache
 def _shrinking_run_options() -> ort.RunOptions:
     """Run options that hand the CPU arena's memory back after each run.
@@ -74,12 +116,26 @@ def _shrinking_run_options() -> ort.RunOptions:
 class IdleRelease:
     """Counts the model runs going on in this process (malloc's heap is the process's, whichever
     engine runs) and calls `release_heap` once none has started or ended for ``after_s``:
-    once per quiet spell, from one daemon thread started with the first run."""
+    once per quiet spell, from one daemon thread started with the first run.
 
-    def __init__(self, after_s: float) -> None:
+    After a release it renews the registered engines' sessions when both hold: runs went on at
+    once since the last renewal (what a session keeps grows with them), and the anonymous
+    resident set is more than ``renew_above`` times the lowest seen after a release. It waits
+    for ``renew_after_s`` without a run first, so a server between two requests of a burst
+    does not spend the CPU."""
+
+    def __init__(self, after_s: float, renew_above: float = DEFAULT_RENEW_ABOVE, renew_after_s: float = RENEW_AFTER_S) -> None:
         self.after_s = after_s
         self.releases = 0
         """Times the heap was handed back (a test waits on it)."""
+        self.renew_above = renew_above
+        self.renew_after_s = renew_after_s
+        self.renewals = 0
+        """Times the registered engines' sessions were all built again."""
+        self._renewable: weakref.WeakSet[Renewable] = weakref.WeakSet()
+        self._lowest: int | None = None  # the anonymous resident set, lowest after a release
+        self._at_once_since_renewal = False
+        self._releasing = False
         self._running = 0
         self._events = 0  # runs started or ended: a quiet spell is one in which it stays put
         self._ran_since_release = False
@@ -93,6 +149,7 @@ class IdleRelease:
             self._running += 1
             self._events += 1
             self._ran_since_release = True
+            self._at_once_since_renewal |= self._running > 1
             if self._thread is None:
                 self._thread = threading.Thread(target=self._release_when_quiet, name="memory-release", daemon=True)
                 self._thread.start()
@@ -105,43 +162,110 @@ class IdleRelease:
                 self._events += 1
                 self._changed.notify_all()
 
+    def renew_when_grown(self, engine: Renewable) -> None:
+        """Renew ``engine``'s sessions in a quiet spell after memory grew (held weakly: an
+        engine no longer used is not kept alive for this)."""
+        with self._changed:
+            self._renewable.add(engine)
+
+    def release_soon(self) -> None:
+        """Release the heap after the next quiet spell, though no run asks for it: a session
+        replaced by a renewal that a parked request still held is freed only when that request
+        lets go of it (`renew_sessions` calls this from the session's finalizer)."""
+        with self._changed:
+            self._ran_since_release = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._release_when_quiet, name="memory-release", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+
+    @property
+    def settled(self) -> bool:
+        """Nothing runs and nothing is left to release or renew: the memory a process keeps
+        when idle (what `voicestream bench chaos` waits for before it reads it)."""
+        with self._changed:
+            return not (self._running or self._releasing or (self._ran_since_release and self.after_s > 0))
+
     def _release_when_quiet(self) -> None:
         while True:
             with self._changed:
                 self._changed.wait_for(self._idle_after_runs)
-                if not self._stays_quiet():
+                if not self._stays_quiet(self.after_s):
                     continue
                 self._ran_since_release = False
-            release_heap()
-            with self._changed:
-                self.releases += 1
-                self._changed.notify_all()
+                self._releasing = True
+                seen = self._events
+            try:
+                release_heap()
+                engines = self._renewal_due()
+                if engines:
+                    with self._changed:
+                        quiet = self._stays_quiet(max(0.0, self.renew_after_s - self.after_s))
+                    if quiet:
+                        self._renew(engines, lambda seen=seen: self._events == seen)
+            except Exception:  # the release thread must live on: the next spell tries again
+                logging.getLogger(__name__).exception("releasing memory or renewing the model sessions failed")
+            finally:
+                with self._changed:
+                    self.releases += 1
+                    self._releasing = False
+                    self._changed.notify_all()
+
+    def _renewal_due(self) -> list[Renewable]:
+        """The engines to renew now (see the class docstring); records the lowest heap."""
+        resident = anonymous_resident_bytes()
+        if resident is None:
+            return []
+        self._lowest = resident if self._lowest is None else min(self._lowest, resident)
+        with self._changed:
+            engines = list(self._renewable)
+            at_once = self._at_once_since_renewal
+        grown = self.renew_above > 0 and resident > self._lowest * self.renew_above
+        return engines if at_once and grown else []
+
+    def _renew(self, engines: list[Renewable], still_quiet: Callable[[], bool]) -> None:
+        before, started = anonymous_resident_bytes() or 0, time.thread_time()
+        if not all(engine.renew_sessions(still_quiet) for engine in engines):
+            return  # a run started: the next quiet spell renews them
+        with self._changed:
+            self._at_once_since_renewal = False
+            self.renewals += 1
+        release_heap()
+        after = anonymous_resident_bytes() or 0
+        logging.getLogger(__name__).info(
+            "model sessions built again to give back what runs at once kept: %.0f -> %.0f MB anonymous "
+            "(%.1f s of CPU)", before / 2**20, after / 2**20, time.thread_time() - started,
+        )
 
     def _idle_after_runs(self) -> bool:
         return self._ran_since_release and self._running == 0 and self.after_s > 0
 
-    def _stays_quiet(self) -> bool:
-        """Whether no run starts or ends for ``after_s`` (called holding the lock)."""
+    def _stays_quiet(self, seconds: float) -> bool:
+        """Whether no run starts or ends for ``seconds`` (called holding the lock)."""
         seen = self._events
-        return not self._changed.wait_for(lambda: self._events != seen, timeout=self.after_s)
+        return not self._changed.wait_for(lambda: self._events != seen, timeout=seconds)
 
 
-def _release_after_s() -> float:
-    """``VOICESTREAM_RELEASE_AFTER_S``; a value that is not a number is logged once and the
-    default used (the engine is imported at start: a typo must not stop the server)."""
-    configured = os.environ.get(RELEASE_AFTER_ENV)
+def _configured(name: str, default: float, unit: str) -> float:
+    """A non-negative number from the environment variable ``name``; a value that is not a
+    number is logged once and ``default`` used (the engine is imported at start: a typo must
+    not stop the server)."""
+    configured = os.environ.get(name)
     if not configured:
-        return DEFAULT_RELEASE_AFTER_S
+        return default
     try:
         return max(0.0, float(configured))
     except ValueError:
-        logging.getLogger(__name__).warning(
-            "%s=%r is not a number of seconds; using %g", RELEASE_AFTER_ENV, configured, DEFAULT_RELEASE_AFTER_S
-        )
-        return DEFAULT_RELEASE_AFTER_S
+        logging.getLogger(__name__).warning("%s=%r is not a %s; using %g", name, configured, unit, default)
+        return default
 
 
-IDLE_RELEASE = IdleRelease(_release_after_s())
+def _release_after_s() -> float:
+    """``VOICESTREAM_RELEASE_AFTER_S``."""
+    return _configured(RELEASE_AFTER_ENV, DEFAULT_RELEASE_AFTER_S, "number of seconds")
+
+
+IDLE_RELEASE = IdleRelease(_release_after_s(), _configured(RENEW_ABOVE_ENV, DEFAULT_RENEW_ABOVE, "ratio"))
 """The process's one idle release: every engine's runs are counted by it."""
 
 

@@ -223,7 +223,8 @@ LISTENER_BUDGET_BYTES = Budgets().listener_budget_bytes
 LONG_TEXT = " ".join(f"This is sentence number {n} of a long answer." for n in range(1, 30))
 
 
-async def _metric(base_url: str, name: str) -> float:
+async def metric(base_url: str, name: str) -> float:
+    """The value of the unlabelled metric ``name`` on the server's /metrics now."""
     import httpx
 
     async with httpx.AsyncClient() as client:
@@ -236,7 +237,7 @@ async def _until_idle(base_url: str, timeout_s: float) -> float | None:
     started = time.monotonic()
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
-            while await _metric(base_url, "voicestream_queue_depth") != 0:
+            while await metric(base_url, "voicestream_queue_depth") != 0:
                 await asyncio.sleep(0.1)
             return time.monotonic() - started
     return None
@@ -272,7 +273,7 @@ async def fault_never_reads(base_url: str, server_pid: int, seconds: float = 15.
             await hog.send(json.dumps({"text": LONG_TEXT, "request_id": f"hog{index}"}))
         await asyncio.sleep(seconds)
         after = process_usage(server_pid)[0]
-        held = await _metric(base_url, "voicestream_buffered_audio_bytes")
+        held = await metric(base_url, "voicestream_buffered_audio_bytes")
         other = await run_probes(base_url, [valid_probe("other", "Other sessions still speak.")], 30)
         hog.transport.abort()
     grown = (after - before) / 1024
@@ -317,7 +318,7 @@ async def _until_parked(base_url: str, timeout_s: float) -> float | None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
             while quiet < 4:
-                quiet = quiet + 1 if await _metric(base_url, "voicestream_rendering_pieces") == 0 else 0
+                quiet = quiet + 1 if await metric(base_url, "voicestream_rendering_pieces") == 0 else 0
                 await asyncio.sleep(0.25)
             return time.monotonic() - started
     return None
@@ -339,7 +340,7 @@ async def fault_many_never_read(base_url: str, server_pid: int, hogs: int = 64, 
         stalled_after = await _until_parked(base_url, 240)
         loaded = await _first_audio_s(base_url)
         grown = (process_usage(server_pid)[0] - before) / 1024
-        peak = await _metric(base_url, "voicestream_peak_listener_buffered_bytes") / 1024
+        peak = await metric(base_url, "voicestream_peak_listener_buffered_bytes") / 1024
     finally:
         for hog in sessions:
             hog.transport.abort()
@@ -553,7 +554,7 @@ async def _until_closed(base_url: str, timeout_s: float) -> float | None:
     """The time (monotonic) the server forgot every connection, or None if it did not."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
-            while await _metric(base_url, "voicestream_active_sessions") != 0:
+            while await metric(base_url, "voicestream_active_sessions") != 0:
                 await asyncio.sleep(0.05)
             return time.monotonic()
     return None
@@ -566,7 +567,7 @@ async def _closed_after_stall(peer: EdgePeer, server: EdgeServer, timeout_s: flo
     last, changed = -1, time.monotonic()
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
-            while await _metric(server.url, "voicestream_active_sessions") != 0:
+            while await metric(server.url, "voicestream_active_sessions") != 0:
                 unsent = peer.unsent_bytes(server.port(peer.face))
                 if unsent is not None and unsent != last:
                     last, changed = unsent, time.monotonic()
@@ -656,7 +657,7 @@ async def edge_matrix(server: EdgeServer) -> list[EdgeRow]:
             freed = await _until_closed(server.url, 10) is not None
             queued_for = await _until_idle(server.url, 10)
             ratios = {other: await edge_first_audio_s(server, other) / idle[other] for other in EDGE_FACES}
-            queued = 0.0 if queued_for is not None else await _metric(server.url, "voicestream_queue_depth")
+            queued = 0.0 if queued_for is not None else await metric(server.url, "voicestream_queue_depth")
             rows.append(EdgeRow(face, fault, closed_after, bound, freed, ratios, queued))
     return rows
 
@@ -710,7 +711,7 @@ async def until_memory_settled(base_url: str, timeout_s: float = 60.0) -> bool:
     (``voicestream_memory_settled``, ``voicestream.engine.memory``)."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
-            while await _metric(base_url, "voicestream_memory_settled") != 1:
+            while await metric(base_url, "voicestream_memory_settled") != 1:
                 await asyncio.sleep(0.2)
             return True
     return False

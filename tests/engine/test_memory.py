@@ -179,3 +179,20 @@ def test_renewal_off_renews_nothing(engine: KokoroEngine, quick_release: memory.
     finally:
         quick_release.renew_above = saved
     assert engine.renewals == renewals
+
+
+def test_a_session_that_cannot_be_built_again_is_logged_once_and_the_loaded_ones_kept(
+    engine: KokoroEngine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The graph cache's files gone under a running server: the renewal fails once, logged with
+    its traceback, the engine keeps the sessions it has and tries no more."""
+    from voicestream.engine.graph import ModelGraph
+
+    graph = engine._renewable_graph
+    assert graph is not None
+    sessions = dict(engine._sessions)
+    monkeypatch.setattr(engine, "_renewable_graph", ModelGraph("/nonexistent/model.onnx", graph.durations, graph.split))
+    assert engine.renew_sessions(lambda: True) is False
+    assert engine.renew_sessions(lambda: True) is False
+    assert caplog.text.count("could not build the model sessions again") == 1
+    assert engine._sessions == sessions

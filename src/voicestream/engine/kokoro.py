@@ -252,27 +252,37 @@ class KokoroEngine:
 
         An ONNX Runtime session keeps memory from the runs it made at once on several threads,
         which only dropping it gives back (`voicestream.engine.memory`). True when every
-        session was renewed; False at once where the engine cannot renew."""
+        session was renewed. A session that cannot be built again (its cache files gone) is
+        logged once, and the engine keeps the sessions it has and renews no more."""
         graph = self._renewable_graph
         if graph is None:
             return False
+        try:
+            return self._renew_each(graph, still_quiet)
+        except Exception:
+            self._renewable_graph = None
+            log.exception("could not build the model sessions again from %s; keeping the ones loaded", graph.model)
+            return False
+
+    def _renew_each(self, graph: ModelGraph, still_quiet: Callable[[], bool]) -> bool:
         for threads in list(self._sessions):
             if not still_quiet():
                 return False
+            renewed = _session(graph.model, self._providers, threads)
             _release_when_freed(self._sessions[threads])
-            self._sessions[threads] = _session(graph.model, self._providers, threads)
+            self._sessions[threads] = renewed
         with self._split_lock:
             split_threads = list(self._split_models)
         for threads in split_threads:
             if not still_quiet() or graph.split is None:
                 return False
-            renewed = SplitModel(
+            pair = SplitModel(
                 _session(graph.split.front, self._providers, threads),
                 _session(graph.split.vocoder, self._providers, threads),
             )
             with self._split_lock:
                 _release_when_freed(self._split_models[threads])
-                self._split_models[threads] = renewed
+                self._split_models[threads] = pair
         self.renewals += 1
         return True
 

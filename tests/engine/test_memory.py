@@ -43,6 +43,14 @@ def releases_after(count: int, timeout_s: float = 30.0) -> int:
     return memory.IDLE_RELEASE.releases
 
 
+def ran_at_once(engine: KokoroEngine) -> object:
+    """A session, or a front and vocoder pair, of ``engine`` that had runs at once."""
+    pairs = [pair for pair in engine._split_models.values() if any(map(memory.IDLE_RELEASE.ran_at_once, pair.sessions))]
+    sessions = [session for session in engine._sessions.values() if memory.IDLE_RELEASE.ran_at_once(session)]
+    assert pairs or sessions, "no session had runs at once"
+    return (sessions + pairs)[0]
+
+
 def settled(timeout_s: float = 30.0) -> int:
     """Bounded polling: the release count once nothing is left to release or renew."""
     deadline = time.monotonic() + timeout_s
@@ -100,7 +108,8 @@ def test_sessions_built_again_give_back_what_runs_at_once_kept(engine: KokoroEng
     """Five threads render at once; a release alone leaves what the sessions keep from those
     runs (measured on one engine: 116 MB that malloc_trim could not reach). A second quiet
     spell, with renewal asked for, builds every session again and gives it back, and the
-    renewed engine renders the same samples. Two figures of the same test: the release
+    renewed engine renders the same samples. Only sessions that had runs at once are rebuilt.
+    Two figures of the same test: the release
     without renewal, then with it (with a renewal that builds nothing, nothing comes back
     and the renewal count stays). A replaced session that something still holds (a parked
     request in the middle of a piece) brings one more release when it is let go, though no
@@ -118,11 +127,12 @@ def test_sessions_built_again_give_back_what_runs_at_once_kept(engine: KokoroEng
         released = resident_bytes()
         renewals = quick_release.renewals, engine.renewals
         quick_release.renew_above = 1e-6  # the next spell renews whatever the heap holds
-        held = engine.split_model(1)  # as a parked request's generator would hold it
+        held = ran_at_once(engine)  # as a parked request's generator would hold it
         with quick_release.running():
             pass
         releases_after(count)
         count = settled()  # the renewal, and the release the sessions it freed at once asked for
+        assert held not in [*engine._sessions.values(), *engine._split_models.values()]
         time.sleep(QUIET_S * 3)
         assert quick_release.releases == count  # nothing ran and nothing was let go since
         del held
@@ -173,7 +183,8 @@ def test_renewal_off_renews_nothing(engine: KokoroEngine, quick_release: memory.
     quick_release.renew_above = 0.0
     try:
         count, renewals = quick_release.releases, engine.renewals
-        with quick_release.running(), quick_release.running():  # two runs at once
+        session = engine._sessions[1]
+        with quick_release.running(session), quick_release.running(session):  # two runs at once
             pass
         releases_after(count)
     finally:
@@ -191,6 +202,8 @@ def test_a_session_that_cannot_be_built_again_is_logged_once_and_the_loaded_ones
     graph = engine._renewable_graph
     assert graph is not None
     sessions = dict(engine._sessions)
+    with memory.IDLE_RELEASE.running(sessions[1]), memory.IDLE_RELEASE.running(sessions[1]):
+        pass  # two runs at once: the session is one to renew
     monkeypatch.setattr(engine, "_renewable_graph", ModelGraph("/nonexistent/model.onnx", graph.durations, graph.split))
     assert engine.renew_sessions(lambda: True) is False
     assert engine.renew_sessions(lambda: True) is False

@@ -247,8 +247,9 @@ class KokoroEngine:
             memory.IDLE_RELEASE.renew_when_grown(self)
 
     def renew_sessions(self, still_quiet: Callable[[], bool]) -> bool:
-        """Build every session again from the same graph files, one at a time, each swapped in
-        once made (a run going on keeps the session it started on), while ``still_quiet()``.
+        """Build each session that had runs at once again from the same graph files, one at a
+        time, each swapped in once made (a run going on keeps the session it started on), while
+        ``still_quiet()``.
 
         An ONNX Runtime session keeps memory from the runs it made at once on several threads,
         which only dropping it gives back (`voicestream.engine.memory`). True when every
@@ -264,16 +265,29 @@ class KokoroEngine:
             log.exception("could not build the model sessions again from %s; keeping the ones loaded", graph.model)
             return False
 
+    def has_sessions_to_renew(self) -> bool:
+        """Whether a session of this engine had runs at once since it was built (only those
+        keep memory a renewal gives back)."""
+        if self._renewable_graph is None:
+            return False
+        with self._split_lock:
+            pairs = list(self._split_models.values())
+        return any(map(memory.IDLE_RELEASE.ran_at_once, [*self._sessions.values(), *(s for p in pairs for s in p.sessions)]))
+
     def _renew_each(self, graph: ModelGraph, still_quiet: Callable[[], bool]) -> bool:
-        for threads in list(self._sessions):
+        for threads, session in list(self._sessions.items()):
+            if not memory.IDLE_RELEASE.ran_at_once(session):
+                continue
             if not still_quiet():
                 return False
             renewed = _session(graph.model, self._providers, threads)
             _release_when_freed(self._sessions[threads])
             self._sessions[threads] = renewed
         with self._split_lock:
-            split_threads = list(self._split_models)
-        for threads in split_threads:
+            pairs = list(self._split_models.items())
+        for threads, old in pairs:
+            if not any(map(memory.IDLE_RELEASE.ran_at_once, old.sessions)):
+                continue
             if not still_quiet() or graph.split is None:
                 return False
             pair = SplitModel(

@@ -15,10 +15,10 @@ Where the C library is not glibc, nothing is released and nothing else changes.
 That is not all of it: an ONNX Runtime session itself keeps memory from the runs it made at
 once on several threads (measured on one engine, five threads at once: the single-thread
 session held 116 MB that `malloc_trim` could not give back, and dropping it gave it back; a
-one-off script, see docs/BENCHMARKS.md). So after runs at once, when the anonymous resident set
-after a release is still more than `DEFAULT_RENEW_ABOVE` times the lowest it has been, and no
-run has gone for `RENEW_AFTER_S`, every engine that registered (`Renewable`) builds its
-sessions again from the same graph files, one at a time (about 0.4 s of CPU each, off the
+one-off script, see docs/BENCHMARKS.md). So when the anonymous resident set after a release is
+still more than `DEFAULT_RENEW_ABOVE` times the lowest it has been, and no run has gone for
+`RENEW_AFTER_S`, every engine that registered (`Renewable`) builds again, from the same graph
+files, each session that had runs at once since it was built, one at a time (about 0.4 s of CPU each, off the
 render path; a run that starts stops it, and the next quiet spell does it again). The audio
 does not change: a renewed session renders the same samples.
 """
@@ -78,20 +78,26 @@ def anonymous_resident_bytes() -> int | None:
 RENEW_ABOVE_ENV = "VOICESTREAM_RENEW_ABOVE"
 DEFAULT_RENEW_ABOVE = 1.1
 """Sessions are built again when the anonymous resident set after a release is more than this
-many times the lowest seen after a release (and runs went on at once since the last renewal);
+many times the lowest seen after a release (and a session had runs at once since it was built);
 ``VOICESTREAM_RENEW_ABOVE``, 0 never renews. A renewal costs CPU, so it waits for growth worth
 giving back."""
-RENEW_AFTER_S = 5.0
+RENEW_AFTER_S = 30.0
 """Seconds without a model run before a renewal that is due: a release comes after one second,
-but building the sessions again costs about two seconds of CPU, which a server between the
-requests of a burst should not spend."""
+but building the sessions again costs up to two seconds of CPU, which a server between the
+bursts of its traffic should not spend (with 5 s, a test suite's workers, whose engines wait
+on sockets and subprocesses for seconds at a time, renewed so often that the suite took 28 %
+longer beside another)."""
 
 
 class Renewable(Protocol):
     """What the idle release can renew: an engine whose sessions can be built again."""
 
+    def has_sessions_to_renew(self) -> bool:
+        """Whether a session of the engine had runs at once since it was built."""
+        ...
+
     def renew_sessions(self, still_quiet: Callable[[], bool]) -> bool:
-        """Build every session again, one at a time, while ``still_quiet()``; True when all were."""
+        """Build those sessions again, one at a time, while ``still_quiet()``; True when all were."""
         ...
 
 
@@ -118,11 +124,11 @@ class IdleRelease:
     engine runs) and calls `release_heap` once none has started or ended for ``after_s``:
     once per quiet spell, from one daemon thread started with the first run.
 
-    After a release it renews the registered engines' sessions when both hold: runs went on at
-    once since the last renewal (what a session keeps grows with them), and the anonymous
-    resident set is more than ``renew_above`` times the lowest seen after a release. It waits
-    for ``renew_after_s`` without a run first, so a server between two requests of a burst
-    does not spend the CPU."""
+    After a release it renews, in the registered engines, the sessions that had runs at once
+    since they were built (what a session keeps grows with them), when the anonymous resident
+    set is more than ``renew_above`` times the lowest seen after a release. It waits for
+    ``renew_after_s`` without a run first, so a server between two bursts does not spend the
+    CPU."""
 
     def __init__(self, after_s: float, renew_above: float = DEFAULT_RENEW_ABOVE, renew_after_s: float = RENEW_AFTER_S) -> None:
         self.after_s = after_s
@@ -134,7 +140,9 @@ class IdleRelease:
         """Times the registered engines' sessions were all built again."""
         self._renewable: weakref.WeakSet[Renewable] = weakref.WeakSet()
         self._lowest: int | None = None  # the anonymous resident set, lowest after a release
-        self._at_once_since_renewal = False
+        self._on_session: dict[int, int] = {}  # runs going on, by id() of their session
+        self._ran_at_once: weakref.WeakSet[Any] = weakref.WeakSet()
+        """Sessions that had two runs or more going on at once: what a renewal rebuilds."""
         self._releasing = False
         self._running = 0
         self._events = 0  # runs started or ended: a quiet spell is one in which it stays put
@@ -143,13 +151,17 @@ class IdleRelease:
         self._thread: threading.Thread | None = None
 
     @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
-        """Around one model run."""
+    def running(self, session: Any = None) -> Iterator[None]:
+        """Around one model run (on ``session``, when it is one a renewal may rebuild)."""
+        key = id(session)
         with self._changed:
             self._running += 1
             self._events += 1
             self._ran_since_release = True
-            self._at_once_since_renewal |= self._running > 1
+            if session is not None:
+                self._on_session[key] = self._on_session.get(key, 0) + 1
+                if self._on_session[key] > 1:
+                    self._ran_at_once.add(session)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._release_when_quiet, name="memory-release", daemon=True)
                 self._thread.start()
@@ -160,7 +172,16 @@ class IdleRelease:
             with self._changed:
                 self._running -= 1
                 self._events += 1
+                if session is not None:
+                    self._on_session[key] -= 1
+                    if not self._on_session[key]:
+                        del self._on_session[key]
                 self._changed.notify_all()
+
+    def ran_at_once(self, session: Any) -> bool:
+        """Whether ``session`` had runs going on at once since it was built."""
+        with self._changed:
+            return session in self._ran_at_once
 
     def renew_when_grown(self, engine: Renewable) -> None:
         """Renew ``engine``'s sessions in a quiet spell after memory grew (held weakly: an
@@ -219,16 +240,15 @@ class IdleRelease:
         self._lowest = resident if self._lowest is None else min(self._lowest, resident)
         with self._changed:
             engines = list(self._renewable)
-            at_once = self._at_once_since_renewal
-        grown = self.renew_above > 0 and resident > self._lowest * self.renew_above
-        return engines if at_once and grown else []
+        if self.renew_above <= 0 or resident <= self._lowest * self.renew_above:
+            return []
+        return [engine for engine in engines if engine.has_sessions_to_renew()]
 
     def _renew(self, engines: list[Renewable], still_quiet: Callable[[], bool]) -> None:
         before, started = anonymous_resident_bytes() or 0, time.thread_time()
         if not all(engine.renew_sessions(still_quiet) for engine in engines):
             return  # a run started: the next quiet spell renews them
         with self._changed:
-            self._at_once_since_renewal = False
             self.renewals += 1
         release_heap()
         after = anonymous_resident_bytes() or 0
@@ -271,5 +291,5 @@ IDLE_RELEASE = IdleRelease(_release_after_s(), _configured(RENEW_ABOVE_ENV, DEFA
 
 def run(session: ort.InferenceSession, outputs: Sequence[str] | None, feed: dict[str, np.ndarray]) -> list:
     """One model run, with ONNX Runtime's arena shrunk after it, counted by `IDLE_RELEASE`."""
-    with IDLE_RELEASE.running():
+    with IDLE_RELEASE.running(session):
         return session.run(outputs, feed, _shrinking_run_options())

@@ -119,6 +119,11 @@ class SplitModel:
         self._vocoder = vocoder
         self._front_outputs = [output.name for output in front.get_outputs()]
 
+    @property
+    def sessions(self) -> tuple[ort.InferenceSession, ort.InferenceSession]:
+        """The front's session and the vocoder's."""
+        return self._front, self._vocoder
+
     def front(self, feed: dict[str, np.ndarray]) -> Front:
         values = dict(zip(self._front_outputs, memory.run(self._front, self._front_outputs, feed), strict=True))
         durations = next(value for name, value in values.items() if name not in (VOCODER_FEATURES, VOCODER_STYLE, VOCODER_SOURCE))

@@ -214,7 +214,7 @@ def measure_memory(
     servers = asyncio.run(_measure(configurations, sessions, rounds, idle_s, trials, adversarial, seed, serve_args))
     memory = Table(
         "Speech server memory before and after a load (resident set, MB)",
-        ["server", "idle after warm-up", "peak during the load", "right after the load", f"after {idle_s:g} s idle",
+        ["server", "idle after warm-up", "peak during the load", "right after the load", f"after {idle_s:g} s idle, then settled",
          "after idle / before", "requests completed"],
         note=(f"Load: {sessions} clients speaking {rounds} texts each, one after another (12 to {max(map(len, LOAD_TEXTS)):,} "
               "characters), 2 fuzzed sessions of 12 messages" + (", the 6 adversarial texts of bench chaos" if

@@ -84,9 +84,8 @@ giving back."""
 RENEW_AFTER_S = 30.0
 """Seconds without a model run before a renewal that is due: a release comes after one second,
 but building the sessions again costs up to two seconds of CPU, which a server between the
-bursts of its traffic should not spend (with 5 s, a test suite's workers, whose engines wait
-on sockets and subprocesses for seconds at a time, renewed so often that the suite took 28 %
-longer beside another)."""
+bursts of its traffic should not spend (a test suite's workers, whose engines wait on sockets
+and subprocesses for seconds at a time, would renew after most of those waits with 5 s)."""
 
 
 class Renewable(Protocol):

@@ -30,8 +30,9 @@ def resident_bytes() -> int:
     """The process's anonymous resident memory (``RssAnon``): the heap, without the file pages
     (shared libraries, the model's files) the kernel may drop or read in again at any time
     (VmRSS once fell by 23 MB in a spell with no release)."""
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("RssAnon:")) * 1024
+    resident = memory.anonymous_resident_bytes()
+    assert resident is not None, "/proc/self/status has no RssAnon"
+    return resident
 
 
 def releases_after(count: int, timeout_s: float = 30.0) -> int:

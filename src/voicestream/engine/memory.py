@@ -18,9 +18,9 @@ session held 116 MB that `malloc_trim` could not give back, and dropping it gave
 one-off script, see docs/BENCHMARKS.md). So when the anonymous resident set after a release is
 still more than `DEFAULT_RENEW_ABOVE` times the lowest it has been, and no run has gone for
 `RENEW_AFTER_S`, every engine that registered (`Renewable`) builds again, from the same graph
-files, each session that had runs at once since it was built, one at a time (about 0.4 s of CPU each, off the
-render path; a run that starts stops it, and the next quiet spell does it again). The audio
-does not change: a renewed session renders the same samples.
+files, each session that had runs at once since it was built, one at a time (about 0.4 s of
+CPU each, off the render path; a run that starts stops it, and the next quiet spell does it
+again). The audio does not change: a renewed session renders the same samples.
 """
 
 from __future__ import annotations
@@ -161,9 +161,7 @@ class IdleRelease:
                 self._on_session[key] = self._on_session.get(key, 0) + 1
                 if self._on_session[key] > 1:
                     self._ran_at_once.add(session)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._release_when_quiet, name="memory-release", daemon=True)
-                self._thread.start()
+            self._start_locked()
             self._changed.notify_all()
         try:
             yield
@@ -176,6 +174,12 @@ class IdleRelease:
                     if not self._on_session[key]:
                         del self._on_session[key]
                 self._changed.notify_all()
+
+    def _start_locked(self) -> None:
+        """Start the release thread if it is not running yet (called holding the lock)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._release_when_quiet, name="memory-release", daemon=True)
+            self._thread.start()
 
     def ran_at_once(self, session: Any) -> bool:
         """Whether ``session`` had runs going on at once since it was built."""
@@ -194,9 +198,7 @@ class IdleRelease:
         lets go of it (`renew_sessions` calls this from the session's finalizer)."""
         with self._changed:
             self._ran_since_release = True
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._release_when_quiet, name="memory-release", daemon=True)
-                self._thread.start()
+            self._start_locked()
             self._changed.notify_all()
 
     @property

@@ -20,6 +20,7 @@ sys.dont_write_bytecode = False
 from typing import TYPE_CHECKING
 
 import pytest
+from tests.replaying import ReplayingEngine
 
 from voicestream.engine import KokoroEngine
 from voicestream.engine.vocoder import FIRST_WINDOW_S
@@ -93,21 +94,54 @@ def whisper():
 
 
 @pytest.fixture(scope="session")
-def speech_server(engine: KokoroEngine) -> Iterator[str]:
-    """A real speech server on 127.0.0.1 sharing the session's engine; yields its base URL."""
+def replaying_engine(engine: KokoroEngine) -> Iterator[ReplayingEngine]:
+    """The session's engine, each piece rendered once and replayed after (`tests.replaying`)."""
+    replaying = ReplayingEngine(engine)
+    yield replaying
+    if os.environ.get("REPLAY_STATS"):
+        with open(os.environ["REPLAY_STATS"], "a") as out:
+            out.write(f"{replaying.rendered} rendered, {replaying.replayed} replayed\n")
+
+
+@pytest.fixture(scope="session")
+def speech_server(replaying_engine: ReplayingEngine) -> Iterator[str]:
+    """A real speech server on 127.0.0.1 sharing the session's engine, its pieces replayed once
+    rendered (`tests.replaying`: for tests of the protocol around a render); yields its base
+    URL. A test whose feature is the render's time takes `rendering_speech_server`."""
+    with running_server(replaying_engine) as url:  # type: ignore[arg-type]
+        yield url
+
+
+@pytest.fixture(scope="session")
+def rendering_speech_server(engine: KokoroEngine) -> Iterator[str]:
+    """A real speech server on 127.0.0.1 that renders every piece on the session's engine."""
     with running_server(engine) as url:
         yield url
 
 
-@pytest.fixture
-def make_speech_server(engine: KokoroEngine) -> Iterator[Callable[..., str]]:
-    """Start extra servers with custom settings (limits, timeouts); all stop after the test."""
+@contextlib.contextmanager
+def _server_maker(engine: KokoroEngine | ReplayingEngine) -> Iterator[Callable[..., str]]:
     with contextlib.ExitStack() as stack:
 
         def start(**overrides: object) -> str:
             settings = ServerSettings(host="127.0.0.1", port=free_port(), **overrides)  # type: ignore[arg-type]
-            return stack.enter_context(running_server(engine, settings))
+            return stack.enter_context(running_server(engine, settings))  # type: ignore[arg-type]
 
+        yield start
+
+
+@pytest.fixture
+def make_speech_server(replaying_engine: ReplayingEngine) -> Iterator[Callable[..., str]]:
+    """Start extra servers with custom settings (limits, timeouts), their pieces replayed as
+    `speech_server`'s are; all stop after the test."""
+    with _server_maker(replaying_engine) as start:
+        yield start
+
+
+@pytest.fixture
+def make_rendering_speech_server(engine: KokoroEngine) -> Iterator[Callable[..., str]]:
+    """`make_speech_server` with every piece rendered."""
+    with _server_maker(engine) as start:
         yield start
 
 

@@ -11,10 +11,23 @@ import json
 import statistics
 import time
 
+import pytest
 from tests.server.wire import WirePeer, until_zero, ws_url
 
 from voicestream.bench.texts import BLOCK, FIRST_SENTENCE
 from voicestream.bench.transport import first_audio_s
+
+
+@pytest.fixture(scope="module")
+def speech_server(rendering_speech_server: str) -> str:
+    """A server that renders every piece: these tests time renders (`tests.replaying`)."""
+    return rendering_speech_server
+
+
+@pytest.fixture
+def make_speech_server(make_rendering_speech_server):
+    """Extra servers that render every piece, for the same reason."""
+    return make_rendering_speech_server
 
 
 async def _first_words(base_url: str, text: str) -> list[str]:

@@ -94,13 +94,9 @@ def whisper():
 
 
 @pytest.fixture(scope="session")
-def replaying_engine(engine: KokoroEngine) -> Iterator[ReplayingEngine]:
+def replaying_engine(engine: KokoroEngine) -> ReplayingEngine:
     """The session's engine, each piece rendered once and replayed after (`tests.replaying`)."""
-    replaying = ReplayingEngine(engine)
-    yield replaying
-    if os.environ.get("REPLAY_STATS"):
-        with open(os.environ["REPLAY_STATS"], "a") as out:
-            out.write(f"{replaying.rendered} rendered, {replaying.replayed} replayed\n")
+    return ReplayingEngine(engine)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ import asyncio
 import json
 import statistics
 import time
+from collections.abc import Callable
 
 import pytest
 from tests.server.wire import WirePeer, until_zero, ws_url
@@ -25,7 +26,7 @@ def speech_server(rendering_speech_server: str) -> str:
 
 
 @pytest.fixture
-def make_speech_server(make_rendering_speech_server):
+def make_speech_server(make_rendering_speech_server: Callable[..., str]) -> Callable[..., str]:
     """Extra servers that render every piece, for the same reason."""
     return make_rendering_speech_server
 

@@ -151,3 +151,51 @@ def test_urgent_work_beside_playing_audio_lets_background_work_go_on() -> None:
         with use.claim_urgent(2) as second:
             assert second == 1 and not use.yield_to_urgent(0.05)
     assert use.yield_to_urgent(0.0)
+
+
+class _RankedRun:
+    """A one-thread run of some rank, in a thread of its own, held until `end`."""
+
+    def __init__(self, use: CpuUse, rank: int, niceness: int) -> None:
+        self.native_id = 0
+        self.started, self.end = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(use, rank, niceness))
+        self.thread.start()
+        assert self.started.wait(5)
+
+    def _run(self, use: CpuUse, rank: int, niceness: int) -> None:
+        self.native_id = threading.get_native_id()
+        with use.ranked(rank, niceness):
+            self.started.set()
+            self.end.wait(5)
+
+    @property
+    def nice(self) -> int:
+        return os.getpriority(os.PRIO_PROCESS, self.native_id)
+
+    def finish(self) -> None:
+        self.end.set()
+        self.thread.join(5)
+
+
+def test_a_ranked_run_keeps_normal_priority_until_a_more_urgent_one_goes_then_yields_for_good() -> None:
+    """Alone, a run ahead of need competes with other processes at normal priority; a playing
+    listener's run beside it niced it, first audio nices both; a run started beside a more
+    urgent one is niced at once; each counts one core."""
+    use = CpuUse()
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    ahead = _RankedRun(use, 2, 15)
+    assert (ahead.nice, use.held) == (base, 1)
+    playing = _RankedRun(use, 1, 10)
+    assert (ahead.nice, playing.nice, use.held) == (min(base + 15, 19), base, 2)
+    with use.claim_urgent(2):
+        assert playing.nice == min(base + 10, 19)
+        late = _RankedRun(use, 2, 15)
+        assert late.nice == min(base + 15, 19)
+    assert playing.nice == min(base + 10, 19)  # never lowered again: a new run starts a new thread
+    for run in (ahead, playing, late):
+        run.finish()
+    assert use.held == 0
+    alone = _RankedRun(use, 1, 10)
+    assert alone.nice == base
+    alone.finish()

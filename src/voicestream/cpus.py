@@ -7,8 +7,10 @@ container limited to two cores on a 64-core host runs two model runs, not 64.
 
 `CPU_USE` is this process's ledger of cores that long-running native work holds (the local
 LLM while it generates, model runs while they render): the speech scheduler gives a first
-chunk every core unless another first chunk holds them, and steady work one core per run;
-the local LLM pauses between tokens while a first chunk renders.
+chunk every core unless another first chunk holds them, and other runs one core each, ranked:
+a run yields (its thread is niced) only while a more urgent run of this process is going, so
+that work other processes do beside it does not starve a render with nothing ahead of it. The
+local LLM pauses between tokens while a first chunk renders.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -105,6 +108,8 @@ class CpuUse:
         """Urgent runs that want background work paused."""
         self._lock = threading.Lock()
         self._calm = threading.Condition(self._lock)
+        self._ranked: dict[int, _RankedRun] = {}
+        """One-thread runs going, by native thread id."""
 
     @property
     def held(self) -> int:
@@ -134,7 +139,8 @@ class CpuUse:
         """Hold `cores` for urgent work until the block ends, or one core when other urgent
         work already holds some; yields how many were taken.
 
-        Background work does not count against the claim: it runs niced. With
+        Background work does not count against the claim: it runs niced, and ranked runs
+        are reniced at once (`ranked`). With
         `pause_background` (a listener is waiting in silence) it also pauses in
         `yield_to_urgent` where it can, so the run gets every core to itself; without
         (the listener still has audio playing) it goes on, since what it produces (the
@@ -144,6 +150,7 @@ class CpuUse:
             self._urgent += taken
             self._held += taken
             self._pausing += pause_background
+            self._yield_above(URGENT_RANK)
         try:
             yield taken
         finally:
@@ -154,6 +161,49 @@ class CpuUse:
                 if self._pausing == 0:
                     self._calm.notify_all()
 
+    def crowded(self, taken: int) -> bool:
+        """Other urgent work holds cores beside a claim of ``taken``: a run on several
+        threads goes on with one (its claim still counts ``taken`` until its block ends)."""
+        with self._lock:
+            return self._urgent > taken
+
+    @contextmanager
+    def ranked(self, rank: int, niceness: int) -> Iterator[None]:
+        """Hold one core for a one-thread run of ``rank`` (1 or more; urgent work is rank 0)
+        in the calling thread, which must be at normal priority (a new thread: a thread cannot
+        take back a nice value it gave up without a privilege containers seldom have). While a
+        run of a lower rank is going in this process (now, or from any moment on), the
+        thread's nice value is raised by ``niceness``, for good: the run yields to the more
+        urgent one. With none, it keeps normal priority, so that other processes' work does
+        not starve it."""
+        thread = threading.get_native_id()
+        run = _RankedRun(rank, niceness)
+        with self._lock:
+            self._held += 1
+            self._ranked[thread] = run
+            self._yield_above(rank)
+            if self._urgent or any(other.rank < rank for other in self._ranked.values()):
+                self._yield(thread, run)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held -= 1
+                del self._ranked[thread]
+
+    def _yield_above(self, rank: int) -> None:
+        """Nice every run of a higher rank than ``rank`` that still has normal priority (under the lock)."""
+        for thread, run in self._ranked.items():
+            if run.rank > rank:
+                self._yield(thread, run)
+
+    @staticmethod
+    def _yield(thread: int, run: _RankedRun) -> None:
+        if not run.yielded:
+            run.yielded = True
+            with contextlib.suppress(OSError):  # the thread ended meanwhile, or the OS refuses
+                os.setpriority(os.PRIO_PROCESS, thread, os.getpriority(os.PRIO_PROCESS, thread) + run.niceness)
+
     def yield_to_urgent(self, timeout_s: float) -> bool:
         """Block while urgent work that asked for it holds cores, at most `timeout_s`:
         background work that proceeds in small steps (the local LLM, between two tokens)
@@ -161,6 +211,18 @@ class CpuUse:
         when it returned."""
         with self._lock:
             return self._calm.wait_for(lambda: self._pausing == 0, timeout_s)
+
+
+URGENT_RANK = 0
+"""The rank of urgent work (`CpuUse.claim_urgent`): every ranked run yields to it."""
+
+
+@dataclass
+class _RankedRun:
+    rank: int
+    niceness: int
+    yielded: bool = False
+    """Its thread's nice value was raised (it is never lowered again)."""
 
 
 CPU_USE = CpuUse()

@@ -73,7 +73,7 @@ async def test_first_audio_gets_every_core_unless_another_first_chunk_holds_them
     scheduler.start()
     try:
         await speak(scheduler, "Idle server. Then a second sentence.")
-        assert recorder.runs == [engine.max_threads, 1]  # silent: every core; slack in hand: one (niced)
+        assert recorder.runs == [engine.max_threads, 1]  # silent: every core; slack in hand: one (ranked)
         recorder.runs.clear()
         with CPU_USE.holding(1):  # a local LLM generating in this process: it runs niced
             await speak(scheduler, "Beside an LLM.")

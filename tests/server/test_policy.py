@@ -54,13 +54,17 @@ def test_a_fifth_piece_about_to_run_dry_goes_before_a_first_piece_with_slack() -
 
 @pytest.mark.parametrize(
     ("left_s", "expected"),
-    [(0.0, Start(0, URGENT, True)), (3.0, Start(0, URGENT, False)), (5.0, Start(0, YIELDING, True))],
-    ids=["dry: windows on every core", "short of one thread: whole on every core", "in hand: yields, windowed"],
+    [(0.0, Start(0, URGENT, True)), (3.0, Start(0, URGENT, True)), (5.0, Start(0, YIELDING, True))],
+    ids=["dry: urgent", "short of one thread: urgent", "in hand: yields"],
 )
-def test_whole_or_windowed_and_the_lane_come_from_slack(left_s: float, expected: Start) -> None:
+def test_the_lane_comes_from_slack_and_every_piece_is_windowed(left_s: float, expected: Start) -> None:
+    """Windowed whatever the lane, so that a run can move up or aside at a part; whole only
+    where the engine cannot window."""
     assert decide(snapshot([ListenerView(1, left_s)], [RequestView(0, 1, phonemes=100, planned=True)])).starts == (
         expected,
     )
+    whole = decide(snapshot([ListenerView(1, left_s)], [RequestView(0, 1, phonemes=100, planned=True)], can_window=False))
+    assert whole.starts == (replace(expected, windowed=False),)
 
 
 def test_a_listener_with_seconds_in_hand_yields_its_cores_to_an_urgent_one() -> None:
@@ -138,12 +142,12 @@ def test_a_listeners_next_request_renders_ahead_once_its_current_one_speaks() ->
     listener = [ListenerView(1, 1.0)]
     speaking = RequestView(0, 1, phonemes=30, planned=True, spoken=True)
     requests = [speaking, RequestView(1, 1, phonemes=30), RequestView(2, 1, phonemes=9)]
-    assert decide(snapshot(listener, requests)).starts == (Start(0, URGENT, False), Start(1, YIELDING, True))
+    assert decide(snapshot(listener, requests)).starts == (Start(0, URGENT, True), Start(1, YIELDING, True))
     assert decide(snapshot(listener, requests, urgent_free=0)).starts == (Start(0, YIELDING, True),)  # none ahead
     running = [replace(speaking, running=URGENT), *requests[1:]]
     assert decide(snapshot(listener, running, urgent_free=0)).starts == (Start(1, YIELDING, True),)
     silent = [replace(speaking, spoken=False), *requests[1:]]
-    assert decide(snapshot(listener, silent)).starts == (Start(0, URGENT, False),)
+    assert decide(snapshot(listener, silent)).starts == (Start(0, URGENT, True),)
     holding = [ListenerView(1, 1.0, held_bytes=Budgets().listener_budget_bytes)]
     assert decide(snapshot(holding, running)).starts == ()
     ahead = [running[0], replace(requests[1], planned=True, running=YIELDING, leavable=True)]

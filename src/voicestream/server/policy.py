@@ -3,9 +3,10 @@
 One quantity drives it: a listener's **slack**, the audio it has left to play less the
 predicted render (`voicestream.server.pace`) of the piece it needs next. `decide` is a pure
 function of a frozen `Snapshot` (no clock, threads or model); the scheduler applies it.
-- Slack on one thread not *in hand* (`MARGIN` of the render again): **urgent**, normal
-  priority on every core, windowed when even that leaves none in hand. In hand: it **yields**,
-  one niced thread, windowed, so that it moves up at a part once its slack runs out.
+- Slack on one thread not *in hand* (`MARGIN` of the render again): **urgent**; in hand: it
+  **yields**. A silent listener's urgent run has every core at normal priority; any other run
+  has one thread, ranked (`voicestream.cpus.CpuUse.ranked`: niced only while a more urgent run
+  goes). Every piece is windowed, so that it moves up or aside at a part as slack changes.
 - Least slack first; listeners that run dry whatever renders go first, the least audio left,
   then the shortest render (answers beyond the cores degrade alike). A windowed run is left
   after its part when its rest is placed elsewhere; whoever displaces it starts at once.
@@ -29,9 +30,10 @@ against: room for the prediction's error and for runs that start beside it."""
 
 class Lane(Enum):
     URGENT = "urgent"
-    """Normal priority, every core the run can claim (`voicestream.cpus.CPU_USE`)."""
+    """A silent listener's run: normal priority, every core it can claim (`voicestream.cpus.CPU_USE`);
+    a playing listener's: one thread, niced only while first audio renders."""
     YIELDING = "yielding"
-    """One thread at a raised nice value: it takes what urgent runs leave."""
+    """One thread, niced while an urgent run goes: it takes what urgent runs leave."""
 
 
 @dataclass(frozen=True)
@@ -155,8 +157,7 @@ def need(request: RequestView, listener: ListenerView, snapshot: Snapshot) -> Ne
     urgent = not in_hand(listener.left_s, one)
     slack = listener.left_s - many
     rank = (0, listener.left_s, many, request.key) if slack < 0 else (1, slack, many, request.key)
-    windowed = snapshot.can_window and (not urgent or not in_hand(listener.left_s, many))
-    return Need(request, Lane.URGENT if urgent else Lane.YIELDING, windowed, rank)
+    return Need(request, Lane.URGENT if urgent else Lane.YIELDING, snapshot.can_window, rank)
 
 
 def decide(snapshot: Snapshot) -> Decisions:

@@ -3,11 +3,14 @@
 What renders next is one policy (`voicestream.server.policy`), driven by each listener's
 slack: the audio it has left to play less the predicted render of the piece it needs next
 (`voicestream.server.pace`, from this server's own runs). A listener about to run dry is
-urgent, whether its piece is its first or its fifth: a worker at normal priority renders it
-on every core it can claim (`voicestream.cpus.CPU_USE`; a second urgent run at once gets one
-thread), window by window (`voicestream.engine.vocoder`) when even that would leave it
-silent. A listener with slack in hand yields: one thread at nice +10, window by window, so
-that the piece moves up at a window once its listener's slack runs out. Least
+urgent, whether its piece is its first or its fifth; one with slack in hand yields. Every
+piece is vocoded window by window (`voicestream.engine.vocoder`), so that it can move at a
+part. Who gets the cores is ranked (`voicestream.cpus.CpuUse`): a silent listener's urgent
+run renders at normal priority on every core it can claim (a second one at once gets one
+thread, and the first goes on with one from its next part); a playing listener's urgent run
+has one thread, niced (+15) only while first audio renders; a yielding run has one thread,
+niced (+19) while any urgent run goes. With nothing more urgent in the server, a run keeps
+normal priority, so that other processes' work does not starve it. Least
 slack goes first; of listeners that run dry whatever renders, the least audio left, then the
 shortest render. A windowed piece is left after a part when the policy places its rest
 elsewhere (its listener now has slack in hand beside an urgent one, an urgent one with less
@@ -69,7 +72,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from voicestream.cpus import CPU_USE, lower_thread_priority
+from voicestream.cpus import CPU_USE
 from voicestream.engine import KokoroEngine, Piece, RenderedPiece
 from voicestream.engine.alignment import offset_words
 from voicestream.engine.phonemes import MAX_PHONEMES
@@ -108,7 +111,11 @@ class RenderFailed(JobFailed):
         super().__init__(ErrorCode.INTERNAL, message)
 
 
-YIELDING_NICENESS = 10
+RANKS = {Lane.URGENT: (1, 15), Lane.YIELDING: (2, 19)}
+"""Per lane, the rank and the nice value of a one-thread run (`CpuUse.ranked`): a playing
+listener about to run dry yields only to first audio (rank 0, `CpuUse.claim_urgent`); a
+piece with slack in hand yields to both. With nothing more urgent going, each keeps normal
+priority, so that other processes' work beside the server does not starve it."""
 URGENT_SPARE = 1
 """Urgent workers beyond ``workers``, kept for a listener that outranks a running urgent run
 (`Snapshot.urgent_spare`): a new request's first words start at once beside monologues
@@ -117,11 +124,6 @@ REAP_INTERVAL_S = 1.0
 """How often the reaper looks for requests whose listener is gone and asks the policy again
 (it also looks at once when a listener closes)."""
 _SENTENCE_END = re.compile(r"[.!?。！？](\s|$)")
-
-
-def _lower_priority() -> None:
-    """Executor initializer: make this worker thread yield the CPU to urgent work."""
-    lower_thread_priority(YIELDING_NICENESS)
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,11 @@ class _Order:
     leave: threading.Event = field(default_factory=threading.Event)
     """Set by the loop: leave the windowed piece after the current part (the policy placed
     its rest elsewhere, or the request ended)."""
+
+
+def _first_audio(order: _Order) -> bool:
+    """An urgent run for a listener that hears nothing now: normal priority, every core it can claim."""
+    return order.lane is Lane.URGENT and order.silent
 
 
 @dataclass
@@ -187,10 +194,8 @@ class SynthesisScheduler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.pace = RenderPace()
         """How long renders take here: the policy's prediction of each listener's slack."""
-        self._pools = {
-            Lane.URGENT: ThreadPoolExecutor(self.workers + URGENT_SPARE, thread_name_prefix="urgent"),
-            Lane.YIELDING: ThreadPoolExecutor(self.workers, thread_name_prefix="yielding", initializer=_lower_priority),
-        }
+        self._first_audio_pool = ThreadPoolExecutor(self.workers + URGENT_SPARE, thread_name_prefix="first-audio")
+        """Threads at normal priority for silent listeners' runs, which claim every core they can."""
 
     @property
     def max_queue(self) -> int:
@@ -256,8 +261,7 @@ class SynthesisScheduler:
         for job in self._jobs:
             job.cancel()
         self._jobs.clear()
-        for pool in self._pools.values():
-            pool.shutdown(wait=False, cancel_futures=True)
+        self._first_audio_pool.shutdown(wait=False, cancel_futures=True)
 
     # --- admission -------------------------------------------------------------------
 
@@ -473,7 +477,15 @@ class SynthesisScheduler:
             loop.call_soon_threadsafe(self._hand_over, job, part, now - since)
             since = now
 
-        self.moved_pieces += await loop.run_in_executor(self._pools[order.lane], self._render_next, order, hand_over)
+        if _first_audio(order):
+            left = await loop.run_in_executor(self._first_audio_pool, self._render_next, order, hand_over)
+        else:  # a thread of its own, at normal priority until a more urgent run comes (CpuUse.ranked)
+            pool = ThreadPoolExecutor(1, thread_name_prefix=order.lane.value)
+            try:
+                left = await loop.run_in_executor(pool, self._render_next, order, hand_over)
+            finally:
+                pool.shutdown(wait=False)
+        self.moved_pieces += left
 
     def _hand_over(self, job: SynthesisJob, part: _Part, model_seconds: float) -> None:
         """Count a rendered part against its request and listener, and deliver it (on the loop)."""
@@ -516,12 +528,13 @@ class SynthesisScheduler:
                 hand_over(_Part(_encode(job, None, last=True), 0.0, True, [], 0))
                 return False
             unfinished = _Unfinished(replace(piece, windowed=order.windowed and self.engine.can_window))
-        if order.lane is Lane.YIELDING:
-            with CPU_USE.holding(1):
-                left = self._render(order, unfinished, 1, hand_over)
-        else:
-            with CPU_USE.claim_urgent(self.engine.max_threads, pause_background=order.silent) as threads:
+        if _first_audio(order):
+            with CPU_USE.claim_urgent(self.engine.max_threads) as threads:
                 left = self._render(order, unfinished, threads, hand_over)
+        else:
+            rank, niceness = RANKS[order.lane]
+            with CPU_USE.ranked(rank, niceness):
+                left = self._render(order, unfinished, 1, hand_over)
         if not left and not unfinished.piece.last:
             job.upcoming = next(job.pieces, None)  # type: ignore[call-overload]
         return left
@@ -538,13 +551,24 @@ class SynthesisScheduler:
             send: int | None = None
         else:  # the rest of a piece left after a part: on this worker's threads
             send = threads
-        piece, started = unfinished.piece, time.perf_counter()
-        for rendered in _sending(unfinished.parts, send):
+        piece, started, claimed = unfinished.piece, time.perf_counter(), threads
+
+        def narrowed() -> int | None:
+            """One thread for the windows after this part once other first audio claims cores
+            beside this run: two runs on every core each fight over the cores, and both
+            listeners fall silent."""
+            nonlocal threads
+            if threads > 1 and CPU_USE.crowded(claimed):
+                threads = 1
+                return 1
+            return None
+
+        for rendered in _sending(unfinished.parts, send, narrowed):
             data, seconds = _encode(job, rendered.audio, piece.last and not rendered.more), rendered.audio.size / self.engine.sample_rate
             words = offset_words(rendered.words, -unfinished.before) if unfinished.before else rendered.words
             hand_over(_Part(data, seconds, piece.last and not rendered.more, words, len(piece.phonemes)))
             if not rendered.more:
-                if not unfinished.moved:  # a moved piece's time is two workers' and a wait
+                if not unfinished.moved and threads == claimed:  # else its time is two workers' or thread counts'
                     self.pace.record(len(piece.phonemes), job.speed, threads, time.perf_counter() - started)
                 return False
             unfinished.before += seconds
@@ -578,18 +602,21 @@ class _Unfinished:
     """A worker left it after a part."""
 
 
-def _sending(parts: Generator[RenderedPiece, int | None, None], first: int | None) -> Iterator[RenderedPiece]:
-    """The parts, the first asked for with ``first`` sent in (a thread count, or None).
-    Not ``yield from``: a worker that leaves the piece drops this iterator, and closing a
-    ``yield from`` would close ``parts`` with it, losing the rest of the piece."""
+def _sending(
+    parts: Generator[RenderedPiece, int | None, None], first: int | None, after: Callable[[], int | None]
+) -> Iterator[RenderedPiece]:
+    """The parts, the first asked for with ``first`` sent in (a thread count, or None), each
+    next one with what ``after`` says then. Not ``yield from``: a worker that leaves the piece
+    drops this iterator, and closing a ``yield from`` would close ``parts`` with it, losing
+    the rest of the piece."""
     sent = first
     while True:
         try:
             part = parts.send(sent)
         except StopIteration:
             return
-        sent = None
         yield part
+        sent = after()
 
 
 @dataclass(frozen=True)

@@ -98,8 +98,8 @@ def lower_thread_priority(niceness: int) -> None:
 
 class CpuUse:
     """Cores held by native work in this process: background work (the local LLM while it
-    generates, steady model runs, all at a raised nice value) and urgent work (a first
-    chunk, at normal priority)."""
+    generates, at a raised nice value), ranked one-thread model runs (niced only while a
+    more urgent run goes) and urgent work (a first chunk, at normal priority)."""
 
     def __init__(self) -> None:
         self._held = 0

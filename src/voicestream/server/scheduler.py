@@ -8,9 +8,10 @@ piece is vocoded window by window (`voicestream.engine.vocoder`), so that it can
 part. Who gets the cores is ranked (`voicestream.cpus.CpuUse`): a silent listener's urgent
 run renders at normal priority on every core it can claim (a second one at once gets one
 thread, and the first goes on with one from its next part); a playing listener's urgent run
-has one thread, niced (+15) only while first audio renders; a yielding run has one thread,
-niced (+19) while any urgent run goes. With nothing more urgent in the server, a run keeps
-normal priority, so that other processes' work does not starve it. Least
+has one thread, niced (+15) while first audio renders; a yielding run has one thread, niced
+(+19) while any urgent run goes. Each part of those runs is made on a thread of its own, at
+normal priority while nothing more urgent goes in the server, so that other processes' work
+does not starve them and a run niced beside first audio is back from its next part. Least
 slack goes first; of listeners that run dry whatever renders, the least audio left, then the
 shortest render. A windowed piece is left after a part when the policy places its rest
 elsewhere (its listener now has slack in hand beside an urgent one, an urgent one with less
@@ -60,6 +61,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import re
@@ -196,6 +198,8 @@ class SynthesisScheduler:
         """How long renders take here: the policy's prediction of each listener's slack."""
         self._first_audio_pool = ThreadPoolExecutor(self.workers + URGENT_SPARE, thread_name_prefix="first-audio")
         """Threads at normal priority for silent listeners' runs, which claim every core they can."""
+        self._ranked_pool = ThreadPoolExecutor(2 * self.workers + URGENT_SPARE, thread_name_prefix="ranked")
+        """Threads that drive every other run, each of its model steps on a thread of its own (`_ranked_step`)."""
 
     @property
     def max_queue(self) -> int:
@@ -262,6 +266,7 @@ class SynthesisScheduler:
             job.cancel()
         self._jobs.clear()
         self._first_audio_pool.shutdown(wait=False, cancel_futures=True)
+        self._ranked_pool.shutdown(wait=False, cancel_futures=True)
 
     # --- admission -------------------------------------------------------------------
 
@@ -477,15 +482,8 @@ class SynthesisScheduler:
             loop.call_soon_threadsafe(self._hand_over, job, part, now - since)
             since = now
 
-        if _first_audio(order):
-            left = await loop.run_in_executor(self._first_audio_pool, self._render_next, order, hand_over)
-        else:  # a thread of its own, at normal priority until a more urgent run comes (CpuUse.ranked)
-            pool = ThreadPoolExecutor(1, thread_name_prefix=order.lane.value)
-            try:
-                left = await loop.run_in_executor(pool, self._render_next, order, hand_over)
-            finally:
-                pool.shutdown(wait=False)
-        self.moved_pieces += left
+        pool = self._first_audio_pool if _first_audio(order) else self._ranked_pool
+        self.moved_pieces += await loop.run_in_executor(pool, self._render_next, order, hand_over)
 
     def _hand_over(self, job: SynthesisJob, part: _Part, model_seconds: float) -> None:
         """Count a rendered part against its request and listener, and deliver it (on the loop)."""
@@ -530,21 +528,20 @@ class SynthesisScheduler:
             unfinished = _Unfinished(replace(piece, windowed=order.windowed and self.engine.can_window))
         if _first_audio(order):
             with CPU_USE.claim_urgent(self.engine.max_threads) as threads:
-                left = self._render(order, unfinished, threads, hand_over)
+                left = self._render(order, unfinished, threads, hand_over, _step_here)
         else:
-            rank, niceness = RANKS[order.lane]
-            with CPU_USE.ranked(rank, niceness):
-                left = self._render(order, unfinished, 1, hand_over)
+            left = self._render(order, unfinished, 1, hand_over, functools.partial(_ranked_step, *RANKS[order.lane]))
         if not left and not unfinished.piece.last:
             job.upcoming = next(job.pieces, None)  # type: ignore[call-overload]
         return left
 
     def _render(
-        self, order: _Order, unfinished: _Unfinished, threads: int, hand_over: Callable[[_Part], None]
+        self, order: _Order, unfinished: _Unfinished, threads: int, hand_over: Callable[[_Part], None], step: _Stepper
     ) -> bool:
         """One piece's model runs, part by part (a piece planned without words comes back with
-        none), each part's words timed from the part's own start. A windowed piece is left on
-        the job after a part once the order's ``leave`` is set: True is returned."""
+        none), each part's words timed from the part's own start, each part made by ``step``.
+        A windowed piece is left on the job after a part once the order's ``leave`` is set:
+        True is returned."""
         job = order.job
         if unfinished.parts is None:
             unfinished.parts = self.engine.render_parts(unfinished.piece, job.voice, job.speed, threads)
@@ -563,7 +560,7 @@ class SynthesisScheduler:
                 return 1
             return None
 
-        for rendered in _sending(unfinished.parts, send, narrowed):
+        for rendered in _sending(unfinished.parts, send, narrowed, step):
             data, seconds = _encode(job, rendered.audio, piece.last and not rendered.more), rendered.audio.size / self.engine.sample_rate
             words = offset_words(rendered.words, -unfinished.before) if unfinished.before else rendered.words
             hand_over(_Part(data, seconds, piece.last and not rendered.more, words, len(piece.phonemes)))
@@ -602,17 +599,49 @@ class _Unfinished:
     """A worker left it after a part."""
 
 
+_Stepper = Callable[[Callable[[], RenderedPiece]], RenderedPiece]
+"""Runs one model step (a part's runs) and returns its part: here, or on a thread of its own."""
+
+
+def _step_here(step: Callable[[], RenderedPiece]) -> RenderedPiece:
+    return step()
+
+
+def _ranked_step(rank: int, niceness: int, step: Callable[[], RenderedPiece]) -> RenderedPiece:
+    """One part of a ranked run, on a new thread (`CpuUse.ranked`): at normal priority unless a
+    more urgent run goes, reniced for good if one starts meanwhile. A new thread per part,
+    so that a run reniced beside first audio is back at normal priority from its next part
+    and no other process's work starves the rest of its piece (a thread cannot lower its nice
+    value again). The caller waits for it as it would for the run itself."""
+    outcome: list[RenderedPiece | BaseException] = []
+
+    def run() -> None:
+        try:
+            with CPU_USE.ranked(rank, niceness):
+                outcome.append(step())
+        except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, name=f"rank-{rank}")
+    thread.start()
+    thread.join()
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
 def _sending(
-    parts: Generator[RenderedPiece, int | None, None], first: int | None, after: Callable[[], int | None]
+    parts: Generator[RenderedPiece, int | None, None], first: int | None, after: Callable[[], int | None],
+    step: _Stepper,
 ) -> Iterator[RenderedPiece]:
-    """The parts, the first asked for with ``first`` sent in (a thread count, or None), each
-    next one with what ``after`` says then. Not ``yield from``: a worker that leaves the piece
-    drops this iterator, and closing a ``yield from`` would close ``parts`` with it, losing
-    the rest of the piece."""
+    """The parts, each made by ``step``, the first asked for with ``first`` sent in (a thread
+    count, or None), each next one with what ``after`` says then. Not ``yield from``: a
+    worker that leaves the piece drops this iterator, and closing a ``yield from`` would
+    close ``parts`` with it, losing the rest of the piece."""
     sent = first
     while True:
         try:
-            part = parts.send(sent)
+            part = step(functools.partial(parts.send, sent))
         except StopIteration:
             return
         yield part

@@ -110,6 +110,8 @@ class CpuUse:
         self._calm = threading.Condition(self._lock)
         self._ranked: dict[int, _RankedRun] = {}
         """One-thread runs going, by native thread id."""
+        self._turn = threading.Condition(self._lock)
+        """Notified whenever urgent work or a ranked run ends."""
 
     @property
     def held(self) -> int:
@@ -160,6 +162,7 @@ class CpuUse:
                 self._pausing -= pause_background
                 if self._pausing == 0:
                     self._calm.notify_all()
+                self._turn.notify_all()
 
     def crowded(self, taken: int) -> bool:
         """Other urgent work holds cores beside a claim of ``taken``: a run on several
@@ -179,10 +182,11 @@ class CpuUse:
         thread = threading.get_native_id()
         run = _RankedRun(rank, niceness)
         with self._lock:
+            self._turn.wait_for(lambda: not self._more_urgent_than(rank), RANKED_PAUSE_MAX_S)
             self._held += 1
             self._ranked[thread] = run
             self._yield_above(rank)
-            if self._urgent or any(other.rank < rank for other in self._ranked.values()):
+            if self._more_urgent_than(rank):
                 self._yield(thread, run)
         try:
             yield
@@ -190,6 +194,11 @@ class CpuUse:
             with self._lock:
                 self._held -= 1
                 del self._ranked[thread]
+                self._turn.notify_all()
+
+    def _more_urgent_than(self, rank: int) -> bool:
+        """Urgent work or a ranked run of a lower rank is going (under the lock)."""
+        return bool(self._urgent) or any(other.rank < rank for other in self._ranked.values())
 
     def _yield_above(self, rank: int) -> None:
         """Nice every run of a higher rank than ``rank`` that still has normal priority (under the lock)."""
@@ -213,6 +222,9 @@ class CpuUse:
             return self._calm.wait_for(lambda: self._pausing == 0, timeout_s)
 
 
+RANKED_PAUSE_MAX_S = 1.0
+"""The longest a ranked run waits, before it starts, for more urgent runs to end (then it
+starts beside them): a wait, not a nice value, so that nothing starves it."""
 URGENT_RANK = 0
 """The rank of urgent work (`CpuUse.claim_urgent`): every ranked run yields to it."""
 

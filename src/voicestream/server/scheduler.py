@@ -113,7 +113,7 @@ class RenderFailed(JobFailed):
         super().__init__(ErrorCode.INTERNAL, message)
 
 
-RANKS = {Lane.URGENT: (1, 15), Lane.YIELDING: (2, 19)}
+RANKS = {Lane.URGENT: (1, 0), Lane.YIELDING: (2, 0)}
 """Per lane, the rank and the nice value of a one-thread run (`CpuUse.ranked`): a playing
 listener about to run dry yields only to first audio (rank 0, `CpuUse.claim_urgent`); a
 piece with slack in hand yields to both. With nothing more urgent going, each keeps normal

@@ -7,11 +7,11 @@ urgent, whether its piece is its first or its fifth; one with slack in hand yiel
 piece is vocoded window by window (`voicestream.engine.vocoder`), so that it can move at a
 part. Who gets the cores is ranked (`voicestream.cpus.CpuUse`): a silent listener's urgent
 run renders at normal priority on every core it can claim (a second one at once gets one
-thread, and the first goes on with one from its next part); a playing listener's urgent run
-has one thread, niced (+15) while first audio renders; a yielding run has one thread, niced
-(+19) while any urgent run goes. Each part of those runs is made on a thread of its own, at
-normal priority while nothing more urgent goes in the server, so that other processes' work
-does not starve them and a run niced beside first audio is back from its next part. Least
+thread, and the first goes on with one from its next part); every other run has one thread
+at normal priority, and each of its parts waits, before it starts, up to a second while a
+more urgent run goes (first audio for a playing listener's urgent run; any urgent run for a
+yielding one; `CpuUse.ranked`): a wait, not a nice value, so that no other process's work
+can starve a run once it goes (a raised nice value cannot be lowered again). Least
 slack goes first; of listeners that run dry whatever renders, the least audio left, then the
 shortest render. A windowed piece is left after a part when the policy places its rest
 elsewhere (its listener now has slack in hand beside an urgent one, an urgent one with less
@@ -114,10 +114,10 @@ class RenderFailed(JobFailed):
 
 
 RANKS = {Lane.URGENT: (1, 0), Lane.YIELDING: (2, 0)}
-"""Per lane, the rank and the nice value of a one-thread run (`CpuUse.ranked`): a playing
-listener about to run dry yields only to first audio (rank 0, `CpuUse.claim_urgent`); a
-piece with slack in hand yields to both. With nothing more urgent going, each keeps normal
-priority, so that other processes' work beside the server does not starve it."""
+"""Per lane, the rank and the nice value (none) of a one-thread run (`CpuUse.ranked`): a
+playing listener about to run dry waits only for first audio (rank 0, `CpuUse.claim_urgent`);
+a piece with slack in hand waits for both. Nice values were tried (+15, +19): a run reniced
+beside other processes' work starved (a clean clone beside another suite: 5 failures)."""
 URGENT_SPARE = 1
 """Urgent workers beyond ``workers``, kept for a listener that outranks a running urgent run
 (`Snapshot.urgent_spare`): a new request's first words start at once beside monologues

@@ -154,20 +154,19 @@ def test_urgent_work_beside_playing_audio_lets_background_work_go_on() -> None:
 
 
 class _RankedRun:
-    """A one-thread run of some rank, in a thread of its own, held until `end`."""
+    """A one-thread run of some rank, in a thread of its own, held until `finish`."""
 
-    def __init__(self, use: CpuUse, rank: int, niceness: int) -> None:
+    def __init__(self, use: CpuUse, rank: int) -> None:
         self.native_id = 0
         self.started, self.end = threading.Event(), threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(use, rank, niceness))
+        self.thread = threading.Thread(target=self._run, args=(use, rank))
         self.thread.start()
-        assert self.started.wait(5)
 
-    def _run(self, use: CpuUse, rank: int, niceness: int) -> None:
+    def _run(self, use: CpuUse, rank: int) -> None:
         self.native_id = threading.get_native_id()
-        with use.ranked(rank, niceness):
+        with use.ranked(rank):
             self.started.set()
-            self.end.wait(5)
+            self.end.wait(10)
 
     @property
     def nice(self) -> int:
@@ -175,27 +174,38 @@ class _RankedRun:
 
     def finish(self) -> None:
         self.end.set()
-        self.thread.join(5)
+        self.thread.join(10)
 
 
-def test_a_ranked_run_keeps_normal_priority_until_a_more_urgent_one_goes_then_yields_for_good() -> None:
-    """Alone, a run ahead of need competes with other processes at normal priority; a playing
-    listener's run beside it niced it, first audio nices both; a run started beside a more
-    urgent one is niced at once; each counts one core."""
+def test_a_ranked_run_waits_while_a_more_urgent_one_goes_and_is_never_niced(monkeypatch) -> None:
+    """A run ahead of need starts at once alone; beside a playing listener's run (rank 1) or
+    first audio it waits until they end; each counts one core, and none is niced, so that
+    other processes' work cannot starve a run once it goes."""
+    monkeypatch.setattr("voicestream.cpus.RANKED_PAUSE_MAX_S", 60.0)  # only an end lets it go here
     use = CpuUse()
     base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    ahead = _RankedRun(use, 2, 15)
-    assert (ahead.nice, use.held) == (base, 1)
-    playing = _RankedRun(use, 1, 10)
-    assert (ahead.nice, playing.nice, use.held) == (min(base + 15, 19), base, 2)
+    playing = _RankedRun(use, 1)
+    assert playing.started.wait(5) and use.held == 1
+    ahead = _RankedRun(use, 2)
+    assert not ahead.started.wait(0.2)  # waits for the more urgent run
+    playing.finish()
+    assert ahead.started.wait(5) and use.held == 1
     with use.claim_urgent(2):
-        assert playing.nice == min(base + 10, 19)
-        late = _RankedRun(use, 2, 15)
-        assert late.nice == min(base + 15, 19)
-    assert playing.nice == min(base + 10, 19)  # never lowered again: a new run starts a new thread
-    for run in (ahead, playing, late):
+        beside = _RankedRun(use, 1)  # a playing listener's run waits for first audio too
+        assert not beside.started.wait(0.2)
+    assert beside.started.wait(5) and use.held == 2
+    assert (ahead.nice, beside.nice) == (base, base)
+    for run in (ahead, beside):
         run.finish()
     assert use.held == 0
-    alone = _RankedRun(use, 1, 10)
-    assert alone.nice == base
-    alone.finish()
+
+
+def test_a_ranked_run_starts_beside_a_more_urgent_one_after_its_longest_wait(monkeypatch) -> None:
+    """The wait is bounded: a run that outlasts it (a long first audio) has the other beside it."""
+    monkeypatch.setattr("voicestream.cpus.RANKED_PAUSE_MAX_S", 0.05)
+    use = CpuUse()
+    with use.claim_urgent(2):
+        waiting = _RankedRun(use, 2)
+        assert waiting.started.wait(5) and use.held == 3
+        waiting.finish()
+    assert use.held == 0

@@ -8,9 +8,9 @@ container limited to two cores on a 64-core host runs two model runs, not 64.
 `CPU_USE` is this process's ledger of cores that long-running native work holds (the local
 LLM while it generates, model runs while they render): the speech scheduler gives a first
 chunk every core unless another first chunk holds them, and other runs one core each, ranked:
-a run yields (its thread is niced) only while a more urgent run of this process is going, so
-that work other processes do beside it does not starve a render with nothing ahead of it. The
-local LLM pauses between tokens while a first chunk renders.
+each part of such a run waits a moment while a more urgent run of this process is going, and
+is never niced, so that work other processes do beside it cannot starve it. The local LLM
+pauses between tokens while a first chunk renders.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -98,8 +97,8 @@ def lower_thread_priority(niceness: int) -> None:
 
 class CpuUse:
     """Cores held by native work in this process: background work (the local LLM while it
-    generates, at a raised nice value), ranked one-thread model runs (niced only while a
-    more urgent run goes) and urgent work (a first chunk, at normal priority)."""
+    generates, at a raised nice value), ranked one-thread model runs (each waits a moment
+    while a more urgent run goes) and urgent work (a first chunk, at normal priority)."""
 
     def __init__(self) -> None:
         self._held = 0
@@ -108,8 +107,8 @@ class CpuUse:
         """Urgent runs that want background work paused."""
         self._lock = threading.Lock()
         self._calm = threading.Condition(self._lock)
-        self._ranked: dict[int, _RankedRun] = {}
-        """One-thread runs going, by native thread id."""
+        self._ranks: list[int] = []
+        """The rank of each one-thread run going (`ranked`)."""
         self._turn = threading.Condition(self._lock)
         """Notified whenever urgent work or a ranked run ends."""
 
@@ -142,7 +141,7 @@ class CpuUse:
         work already holds some; yields how many were taken.
 
         Background work does not count against the claim: it runs niced, and ranked runs
-        are reniced at once (`ranked`). With
+        wait before their next part (`ranked`). With
         `pause_background` (a listener is waiting in silence) it also pauses in
         `yield_to_urgent` where it can, so the run gets every core to itself; without
         (the listener still has audio playing) it goes on, since what it produces (the
@@ -152,7 +151,6 @@ class CpuUse:
             self._urgent += taken
             self._held += taken
             self._pausing += pause_background
-            self._yield_above(URGENT_RANK)
         try:
             yield taken
         finally:
@@ -171,47 +169,27 @@ class CpuUse:
             return self._urgent > taken
 
     @contextmanager
-    def ranked(self, rank: int, niceness: int) -> Iterator[None]:
-        """Hold one core for a one-thread run of ``rank`` (1 or more; urgent work is rank 0)
-        in the calling thread, which must be at normal priority (a new thread: a thread cannot
-        take back a nice value it gave up without a privilege containers seldom have). While a
-        run of a lower rank is going in this process (now, or from any moment on), the
-        thread's nice value is raised by ``niceness``, for good: the run yields to the more
-        urgent one. With none, it keeps normal priority, so that other processes' work does
-        not starve it."""
-        thread = threading.get_native_id()
-        run = _RankedRun(rank, niceness)
+    def ranked(self, rank: int) -> Iterator[None]:
+        """Hold one core for a one-thread run of ``rank`` (1 or more; urgent work is rank 0).
+        The run first waits, at most `RANKED_PAUSE_MAX_S`, while urgent work or a run of a
+        lower rank goes in this process, then starts whatever goes. It yields by waiting,
+        never by a nice value: a thread reniced beside other processes' work starves mid-run,
+        and cannot take its priority back without a privilege containers seldom have."""
         with self._lock:
             self._turn.wait_for(lambda: not self._more_urgent_than(rank), RANKED_PAUSE_MAX_S)
             self._held += 1
-            self._ranked[thread] = run
-            self._yield_above(rank)
-            if self._more_urgent_than(rank):
-                self._yield(thread, run)
+            self._ranks.append(rank)
         try:
             yield
         finally:
             with self._lock:
                 self._held -= 1
-                del self._ranked[thread]
+                self._ranks.remove(rank)
                 self._turn.notify_all()
 
     def _more_urgent_than(self, rank: int) -> bool:
         """Urgent work or a ranked run of a lower rank is going (under the lock)."""
-        return bool(self._urgent) or any(other.rank < rank for other in self._ranked.values())
-
-    def _yield_above(self, rank: int) -> None:
-        """Nice every run of a higher rank than ``rank`` that still has normal priority (under the lock)."""
-        for thread, run in self._ranked.items():
-            if run.rank > rank:
-                self._yield(thread, run)
-
-    @staticmethod
-    def _yield(thread: int, run: _RankedRun) -> None:
-        if not run.yielded:
-            run.yielded = True
-            with contextlib.suppress(OSError):  # the thread ended meanwhile, or the OS refuses
-                os.setpriority(os.PRIO_PROCESS, thread, os.getpriority(os.PRIO_PROCESS, thread) + run.niceness)
+        return bool(self._urgent) or any(other < rank for other in self._ranks)
 
     def yield_to_urgent(self, timeout_s: float) -> bool:
         """Block while urgent work that asked for it holds cores, at most `timeout_s`:
@@ -225,17 +203,6 @@ class CpuUse:
 RANKED_PAUSE_MAX_S = 1.0
 """The longest a ranked run waits, before it starts, for more urgent runs to end (then it
 starts beside them): a wait, not a nice value, so that nothing starves it."""
-URGENT_RANK = 0
-"""The rank of urgent work (`CpuUse.claim_urgent`): every ranked run yields to it."""
-
-
-@dataclass
-class _RankedRun:
-    rank: int
-    niceness: int
-    yielded: bool = False
-    """Its thread's nice value was raised (it is never lowered again)."""
-
 
 CPU_USE = CpuUse()
 """The process's ledger: the local LLM and the speech scheduler write to it."""

@@ -5,8 +5,8 @@ predicted render (`voicestream.server.pace`) of the piece it needs next. `decide
 function of a frozen `Snapshot` (no clock, threads or model); the scheduler applies it.
 - Slack on one thread not *in hand* (`MARGIN` of the render again): **urgent**; in hand: it
   **yields**. A silent listener's urgent run has every core at normal priority; any other run
-  has one thread, ranked (`voicestream.cpus.CpuUse.ranked`: niced only while a more urgent run
-  goes). Every piece is windowed, so that it moves up or aside at a part as slack changes.
+  has one thread, ranked (`voicestream.cpus.CpuUse.ranked`: each part waits while a more urgent
+  run goes). Every piece is windowed, so that it moves up or aside at a part as slack changes.
 - Least slack first; listeners that run dry whatever renders go first, the least audio left,
   then the shortest render (answers beyond the cores degrade alike). A windowed run is left
   after its part when its rest is placed elsewhere; whoever displaces it starts at once.

@@ -113,11 +113,11 @@ class RenderFailed(JobFailed):
         super().__init__(ErrorCode.INTERNAL, message)
 
 
-RANKS = {Lane.URGENT: (1, 0), Lane.YIELDING: (2, 0)}
-"""Per lane, the rank and the nice value (none) of a one-thread run (`CpuUse.ranked`): a
-playing listener about to run dry waits only for first audio (rank 0, `CpuUse.claim_urgent`);
-a piece with slack in hand waits for both. Nice values were tried (+15, +19): a run reniced
-beside other processes' work starved (a clean clone beside another suite: 5 failures)."""
+RANKS = {Lane.URGENT: 1, Lane.YIELDING: 2}
+"""Per lane, the rank of a one-thread run (`CpuUse.ranked`): a playing listener about to run
+dry waits only for first audio (urgent work, `CpuUse.claim_urgent`); a piece with slack in
+hand waits for both. Nice values were tried instead (+15, +19): a run reniced beside other
+processes' work starved (a clean clone beside another suite: 5 failures, docs/BENCHMARKS.md)."""
 URGENT_SPARE = 1
 """Urgent workers beyond ``workers``, kept for a listener that outranks a running urgent run
 (`Snapshot.urgent_spare`): a new request's first words start at once beside monologues
@@ -199,7 +199,7 @@ class SynthesisScheduler:
         self._first_audio_pool = ThreadPoolExecutor(self.workers + URGENT_SPARE, thread_name_prefix="first-audio")
         """Threads at normal priority for silent listeners' runs, which claim every core they can."""
         self._ranked_pool = ThreadPoolExecutor(2 * self.workers + URGENT_SPARE, thread_name_prefix="ranked")
-        """Threads that drive every other run, each of its model steps on a thread of its own (`_ranked_step`)."""
+        """Threads that drive every other run, one thread each, each part after its wait (`_ranked_step`)."""
 
     @property
     def max_queue(self) -> int:
@@ -530,7 +530,7 @@ class SynthesisScheduler:
             with CPU_USE.claim_urgent(self.engine.max_threads) as threads:
                 left = self._render(order, unfinished, threads, hand_over, _step_here)
         else:
-            left = self._render(order, unfinished, 1, hand_over, functools.partial(_ranked_step, *RANKS[order.lane]))
+            left = self._render(order, unfinished, 1, hand_over, functools.partial(_ranked_step, RANKS[order.lane]))
         if not left and not unfinished.piece.last:
             job.upcoming = next(job.pieces, None)  # type: ignore[call-overload]
         return left
@@ -607,27 +607,10 @@ def _step_here(step: Callable[[], RenderedPiece]) -> RenderedPiece:
     return step()
 
 
-def _ranked_step(rank: int, niceness: int, step: Callable[[], RenderedPiece]) -> RenderedPiece:
-    """One part of a ranked run, on a new thread (`CpuUse.ranked`): at normal priority unless a
-    more urgent run goes, reniced for good if one starts meanwhile. A new thread per part,
-    so that a run reniced beside first audio is back at normal priority from its next part
-    and no other process's work starves the rest of its piece (a thread cannot lower its nice
-    value again). The caller waits for it as it would for the run itself."""
-    outcome: list[RenderedPiece | BaseException] = []
-
-    def run() -> None:
-        try:
-            with CPU_USE.ranked(rank, niceness):
-                outcome.append(step())
-        except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
-            outcome.append(error)
-
-    thread = threading.Thread(target=run, name=f"rank-{rank}")
-    thread.start()
-    thread.join()
-    if isinstance(outcome[0], BaseException):
-        raise outcome[0]
-    return outcome[0]
+def _ranked_step(rank: int, step: Callable[[], RenderedPiece]) -> RenderedPiece:
+    """One part of a ranked run, after its wait for more urgent runs (`CpuUse.ranked`)."""
+    with CPU_USE.ranked(rank):
+        return step()
 
 
 def _sending(

@@ -151,3 +151,61 @@ def test_urgent_work_beside_playing_audio_lets_background_work_go_on() -> None:
         with use.claim_urgent(2) as second:
             assert second == 1 and not use.yield_to_urgent(0.05)
     assert use.yield_to_urgent(0.0)
+
+
+class _RankedRun:
+    """A one-thread run of some rank, in a thread of its own, held until `finish`."""
+
+    def __init__(self, use: CpuUse, rank: int) -> None:
+        self.native_id = 0
+        self.started, self.end = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(use, rank))
+        self.thread.start()
+
+    def _run(self, use: CpuUse, rank: int) -> None:
+        self.native_id = threading.get_native_id()
+        with use.ranked(rank):
+            self.started.set()
+            self.end.wait(10)
+
+    @property
+    def nice(self) -> int:
+        return os.getpriority(os.PRIO_PROCESS, self.native_id)
+
+    def finish(self) -> None:
+        self.end.set()
+        self.thread.join(10)
+
+
+def test_a_ranked_run_waits_while_a_more_urgent_one_goes_and_is_never_niced(monkeypatch) -> None:
+    """A run ahead of need starts at once alone; beside a playing listener's run (rank 1) or
+    first audio it waits until they end; each counts one core, and none is niced, so that
+    other processes' work cannot starve a run once it goes."""
+    monkeypatch.setattr("voicestream.cpus.RANKED_PAUSE_MAX_S", 60.0)  # only an end lets it go here
+    use = CpuUse()
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    playing = _RankedRun(use, 1)
+    assert playing.started.wait(5) and use.held == 1
+    ahead = _RankedRun(use, 2)
+    assert not ahead.started.wait(0.2)  # waits for the more urgent run
+    playing.finish()
+    assert ahead.started.wait(5) and use.held == 1
+    with use.claim_urgent(2):
+        beside = _RankedRun(use, 1)  # a playing listener's run waits for first audio too
+        assert not beside.started.wait(0.2)
+    assert beside.started.wait(5) and use.held == 2
+    assert (ahead.nice, beside.nice) == (base, base)
+    for run in (ahead, beside):
+        run.finish()
+    assert use.held == 0
+
+
+def test_a_ranked_run_starts_beside_a_more_urgent_one_after_its_longest_wait(monkeypatch) -> None:
+    """The wait is bounded: a run that outlasts it (a long first audio) has the other beside it."""
+    monkeypatch.setattr("voicestream.cpus.RANKED_PAUSE_MAX_S", 0.05)
+    use = CpuUse()
+    with use.claim_urgent(2):
+        waiting = _RankedRun(use, 2)
+        assert waiting.started.wait(5) and use.held == 3
+        waiting.finish()
+    assert use.held == 0

@@ -7,8 +7,10 @@ container limited to two cores on a 64-core host runs two model runs, not 64.
 
 `CPU_USE` is this process's ledger of cores that long-running native work holds (the local
 LLM while it generates, model runs while they render): the speech scheduler gives a first
-chunk every core unless another first chunk holds them, and steady work one core per run;
-the local LLM pauses between tokens while a first chunk renders.
+chunk every core unless another first chunk holds them, and other runs one core each, ranked:
+each part of such a run waits a moment while a more urgent run of this process is going, and
+is never niced, so that work other processes do beside it cannot starve it. The local LLM
+pauses between tokens while a first chunk renders.
 """
 
 from __future__ import annotations
@@ -95,8 +97,8 @@ def lower_thread_priority(niceness: int) -> None:
 
 class CpuUse:
     """Cores held by native work in this process: background work (the local LLM while it
-    generates, steady model runs, all at a raised nice value) and urgent work (a first
-    chunk, at normal priority)."""
+    generates, at a raised nice value), ranked one-thread model runs (each waits a moment
+    while a more urgent run goes) and urgent work (a first chunk, at normal priority)."""
 
     def __init__(self) -> None:
         self._held = 0
@@ -105,6 +107,10 @@ class CpuUse:
         """Urgent runs that want background work paused."""
         self._lock = threading.Lock()
         self._calm = threading.Condition(self._lock)
+        self._ranks: list[int] = []
+        """The rank of each one-thread run going (`ranked`)."""
+        self._turn = threading.Condition(self._lock)
+        """Notified whenever urgent work or a ranked run ends."""
 
     @property
     def held(self) -> int:
@@ -134,7 +140,8 @@ class CpuUse:
         """Hold `cores` for urgent work until the block ends, or one core when other urgent
         work already holds some; yields how many were taken.
 
-        Background work does not count against the claim: it runs niced. With
+        Background work does not count against the claim: it runs niced, and ranked runs
+        wait before their next part (`ranked`). With
         `pause_background` (a listener is waiting in silence) it also pauses in
         `yield_to_urgent` where it can, so the run gets every core to itself; without
         (the listener still has audio playing) it goes on, since what it produces (the
@@ -153,6 +160,36 @@ class CpuUse:
                 self._pausing -= pause_background
                 if self._pausing == 0:
                     self._calm.notify_all()
+                self._turn.notify_all()
+
+    def crowded(self, taken: int) -> bool:
+        """Other urgent work holds cores beside a claim of ``taken``: a run on several
+        threads goes on with one (its claim still counts ``taken`` until its block ends)."""
+        with self._lock:
+            return self._urgent > taken
+
+    @contextmanager
+    def ranked(self, rank: int) -> Iterator[None]:
+        """Hold one core for a one-thread run of ``rank`` (1 or more; urgent work is rank 0).
+        The run first waits, at most `RANKED_PAUSE_MAX_S`, while urgent work or a run of a
+        lower rank goes in this process, then starts whatever goes. It yields by waiting,
+        never by a nice value: a thread reniced beside other processes' work starves mid-run,
+        and cannot take its priority back without a privilege containers seldom have."""
+        with self._lock:
+            self._turn.wait_for(lambda: not self._more_urgent_than(rank), RANKED_PAUSE_MAX_S)
+            self._held += 1
+            self._ranks.append(rank)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held -= 1
+                self._ranks.remove(rank)
+                self._turn.notify_all()
+
+    def _more_urgent_than(self, rank: int) -> bool:
+        """Urgent work or a ranked run of a lower rank is going (under the lock)."""
+        return bool(self._urgent) or any(other < rank for other in self._ranks)
 
     def yield_to_urgent(self, timeout_s: float) -> bool:
         """Block while urgent work that asked for it holds cores, at most `timeout_s`:
@@ -162,6 +199,10 @@ class CpuUse:
         with self._lock:
             return self._calm.wait_for(lambda: self._pausing == 0, timeout_s)
 
+
+RANKED_PAUSE_MAX_S = 1.0
+"""The longest a ranked run waits, before it starts, for more urgent runs to end (then it
+starts beside them): a wait, not a nice value, so that nothing starves it."""
 
 CPU_USE = CpuUse()
 """The process's ledger: the local LLM and the speech scheduler write to it."""

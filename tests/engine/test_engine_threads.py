@@ -68,10 +68,12 @@ async def test_first_audio_gets_every_core_unless_another_first_chunk_holds_them
         pytest.skip("one core: every run is single-threaded")
     recorder = ThreadRecorder(engine)
     scheduler = SynthesisScheduler(recorder, workers=2)  # type: ignore[arg-type]
+    for threads in (1, engine.max_threads):  # renders predicted instant: a playing listener has slack in hand
+        scheduler.pace.record(1, 1.0, threads, 1e-6)
     scheduler.start()
     try:
         await speak(scheduler, "Idle server. Then a second sentence.")
-        assert recorder.runs == [engine.max_threads, 1]  # first piece: every core; steady: one
+        assert recorder.runs == [engine.max_threads, 1]  # silent: every core; slack in hand: one (ranked)
         recorder.runs.clear()
         with CPU_USE.holding(1):  # a local LLM generating in this process: it runs niced
             await speak(scheduler, "Beside an LLM.")
@@ -80,28 +82,5 @@ async def test_first_audio_gets_every_core_unless_another_first_chunk_holds_them
         with CPU_USE.claim_urgent(engine.max_threads):  # another first chunk rendering
             await speak(scheduler, "Busy server.")
         assert recorder.runs == [1]
-    finally:
-        await scheduler.stop()
-
-
-async def test_a_listeners_next_request_waits_to_render_on_every_core(engine: KokoroEngine) -> None:
-    """Three sentences sent at once on one session: each renders on every core in turn, not
-    the later ones on one niced thread beside the first (which left a player silent)."""
-    if engine.max_threads < 2:
-        pytest.skip("one core: every run is single-threaded")
-    recorder = ThreadRecorder(engine)
-    scheduler = SynthesisScheduler(recorder, workers=2)  # type: ignore[arg-type]
-    scheduler.start()
-    listener = Listener()
-    try:
-        jobs = [
-            scheduler.submit(SynthesisJob(text, "af_heart", 1.0, listener))
-            for text in ("A short first chunk", "then the rest of the sentence.", "And one more.")
-        ]
-        async with asyncio.timeout(60):
-            for job in jobs:
-                async for _ in job.audio():
-                    pass
-        assert recorder.runs == [engine.max_threads] * 3
     finally:
         await scheduler.stop()

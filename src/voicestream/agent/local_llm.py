@@ -40,8 +40,9 @@ here, a first sentence took 5 to 80 s to be written and spoken instead of 5 to 1
 
 GENERATION_NICENESS = 5
 """The generation thread runs at nice +5: on a few shared cores it yields to a speech
-server's first-audio runs (nice 0) in the same machine, and still goes before the server's
-steady runs (nice +10), so the first chunk of an answer never waits behind the rest of it."""
+server's first-audio runs (nice 0) in the same machine, and its pause between tokens while a
+silent listener's first audio renders (`CpuUse.yield_to_urgent`) keeps the first chunk of an
+answer from waiting behind the rest of it."""
 
 
 URGENT_PAUSE_S = 2.0

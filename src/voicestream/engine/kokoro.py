@@ -463,9 +463,9 @@ class KokoroEngine:
         piece's start.
 
         A thread count sent in (``parts.send(1)``) runs the windows after that part on so
-        many threads: the speech scheduler moves a windowed first piece whose audio has
-        started to a one-threaded worker when a new listener waits for the first-audio
-        workers."""
+        many threads: the speech scheduler goes on with one thread when another listener's
+        first audio claims cores beside a run on every core, and a piece left after a part
+        goes on on its next worker's threads."""
         feed = self.model_inputs(piece, voice, speed)
         if feed is None:
             yield RenderedPiece(np.zeros(0, dtype=np.float32), [])

@@ -131,10 +131,6 @@ class SynthesisJob:
         self.arrival = time.monotonic()
         self.due_since = self.arrival
         """When the listener's requests before this one were all rendered (its wait starts)."""
-        self.first_audio_at: float | None = None
-        self.first_piece_done = False
-        """Its first piece with audio has been rendered to the end (a piece vocoded window by
-        window has audio out before it is done)."""
         self.model_seconds = 0.0
         self.audio_seconds = 0.0
         self.seq = 0
@@ -143,9 +139,12 @@ class SynthesisJob:
         """Every piece (and the encoder's tail) has been delivered."""
         self.pieces: object | None = None
         """The engine's plan (an iterator of pieces), made when the first piece renders."""
+        self.upcoming: object | None = None
+        """The plan's next piece, taken by the worker that rendered the one before it (so
+        that the scheduling policy knows its length)."""
         self.unfinished: object | None = None
-        """A windowed piece whose first-audio worker left it after its first parts, for a
-        steady worker to finish (the scheduler's `_Unfinished`)."""
+        """A windowed piece a worker left after a part, for the next worker to finish (the
+        scheduler's `_Unfinished`)."""
         self.held_bytes = 0
         self._chunks: deque[RenderedChunk] = deque()
         self._failure: JobFailed | None = None
@@ -158,14 +157,6 @@ class SynthesisJob:
     @property
     def finished(self) -> bool:
         return self.state in (JobState.DONE, JobState.CANCELLED, JobState.FAILED)
-
-    @property
-    def deadline(self) -> float:
-        end = self.listener.playback_end
-        return self.arrival if end is None else max(end, self.arrival)
-
-    def urgency(self) -> tuple[bool, float, int]:
-        return (self.first_audio_at is not None, self.deadline, self.seq)
 
     # --- transitions -----------------------------------------------------------------
 

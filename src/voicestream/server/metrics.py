@@ -50,8 +50,8 @@ class ServerMetrics:
         )
         self.moved_pieces = Gauge(
             "voicestream_moved_pieces",
-            "Windowed pieces a first-audio worker left to a steady worker for a listener waiting "
-            "for its first audio, since the server started.", registry=self.registry,
+            "Windowed pieces left after a part for the scheduling policy to place on another "
+            "worker (their listener's slack changed), since the server started.", registry=self.registry,
         )
         self.sessions_closed = Counter(
             "voicestream_sessions_closed_total", "Sessions the server closed, by close code.", ["code"],

@@ -1,29 +1,31 @@
-"""One engine, many listeners: which piece of which request the model renders next.
+"""One engine, many listeners: the workers that render pieces, and the budgets they keep.
 
-The model renders one piece (a sentence, at most 510 phonemes) per run, single-threaded,
-and the scheduler keeps one run per core going. Each free worker takes the most urgent
-piece:
+What renders next is one policy (`voicestream.server.policy`), driven by each listener's
+slack: the audio it has left to play less the predicted render of the piece it needs next
+(`voicestream.server.pace`, from this server's own runs). A listener about to run dry is
+urgent, whether its piece is its first or its fifth; one with slack in hand yields. Every
+piece is vocoded window by window (`voicestream.engine.vocoder`), so that it can move at a
+part. Who gets the cores is ranked (`voicestream.cpus.CpuUse`): a silent listener's urgent
+run renders at normal priority on every core it can claim (a second one at once gets one
+thread, and the first goes on with one from its next part); every other run has one thread
+at normal priority, and each of its parts waits, before it starts, up to a second while a
+more urgent run goes (first audio for a playing listener's urgent run; any urgent run for a
+yielding one; `CpuUse.ranked`): a wait, not a nice value, so that no other process's work
+can starve a run once it goes (a raised nice value cannot be lowered again). Least
+slack goes first; of listeners that run dry whatever renders, the least audio left, then the
+shortest render. A windowed piece is left after a part when the policy places its rest
+elsewhere (its listener now has slack in hand beside an urgent one, an urgent one with less
+slack waits, or an urgent worker is free for a yielding one); a listener that displaces it
+starts at once on a spare urgent worker (`URGENT_SPARE`) rather than at its next part. Once a request's audio has
+started, its listener's next request renders ahead on a yielding worker, windowed, unless
+the first waits for an urgent worker (the session keeps the wire order).
 
-1. a request that has produced no audio yet goes before one that has (first-chunk
-   priority: one long monologue cannot starve a new session's first word);
-2. then the earliest deadline: the moment the listener's buffered audio runs out, assuming
-   real-time playback from the first byte; a listener with nothing buffered is due now;
-3. then arrival order.
-
-A run cannot be interrupted, so priority alone would still make a new request wait for
-the pieces already running. Workers therefore come in two lanes, one worker per core in
-each: *first-audio* workers run at normal priority and take only the first piece of each
-listener's earliest unrendered request; *steady* workers run at a lower OS priority
-(nice +10) and take everything else.
-A first piece then starts at once and gets nearly a whole core from the kernel, whatever
-else is rendering (see "First audio beside three long monologues" in docs/BENCHMARKS.md).
-
-Thread counts follow the same idea. A steady run uses one thread (runs in parallel use the
-cores better than threads inside one run). A first-audio run takes every core unless
-another first-audio run holds them (see `voicestream.cpus.CPU_USE`): steady runs and a local
-LLM in the process run niced, and while the run's listener hears nothing the LLM pauses
-between tokens, so a first chunk is spoken about as fast as on an idle machine; a second
-first-audio run at the same time takes one thread.
+Who owns what: the event loop owns the jobs, the listeners and every count below, takes a
+frozen `Snapshot` for the policy and hands each start to an idle worker as a frozen
+`_Order` (the decision, whether the listener is silent, a `threading.Event` to leave). A
+worker's thread reads only its order, and owns its job's plan (`SynthesisJob.pieces`,
+`upcoming`, `unfinished`) while the job is `rendering`; what it makes reaches the loop
+through ``call_soon_threadsafe``. `RenderPace` is shared, under its own lock.
 
 The scheduler owns every budget of the server (docs/RELIABILITY.md), so that no route can
 hold memory the others do not see:
@@ -35,37 +37,20 @@ hold memory the others do not see:
 - **bytes**: a piece's audio is encoded by the worker that rendered it (never on the event
   loop), and its bytes count against its listener until the route has sent them. A
   listener renders its next piece only while it holds less than its share
-  (``listener_budget_bytes``, or less when the server-wide ``buffer_budget_bytes`` is split
-  between more listeners), or while it holds nothing at all (or holds only audio of later
-  requests while the one being sent has nothing left): a client that never reads holds at
-  most one share plus one piece per worker and no worker, and a client that reads is
-  never held back by the ones that do not.
-
-A piece is vocoded window by window (`voicestream.engine.vocoder`: its first part comes
-after a fraction of its render) when its listener would run out of audio before a whole
-render of it ends: a silent listener's first piece (the engine's plan), and any piece whose
-predicted render (`voicestream.server.pace`, from this server's own runs) is longer than
-what its listener has left to play. Other pieces render whole: windows cost more CPU.
-A first-audio worker windowing a piece whose audio has started leaves the rest of it to a
-steady worker (one thread, niced) as soon as another listener's first piece waits for a
-first-audio worker (`first_audio_waiting`): else a new session beside a few monologues
-would wait for their first pieces' last windows, its listener in silence while theirs
-already hear speech. With no one waiting, the piece's windows stay on every core.
-
-Pieces of one request are rendered in order; later requests of the same session may be
-rendered while earlier ones still render or send (the session keeps the wire order).
-
-A request that waits for its first piece longer than ``stale_after_s`` on the server's clock
-(counted from when its listener's earlier requests were all rendered) fails with
-``request_stale`` rather than speak long after it was wanted.
+  (`Budgets.share`) or nothing its route must send before that piece (a request rendered
+  ahead cannot go out before the one it follows, so its bytes never hold that one back): a
+  client that never reads holds at most one share plus one piece, and a client that reads
+  is never held back by the ones that do not.
+- **staleness**: a request that waits for its first piece longer than ``stale_after_s`` on
+  the server's clock (counted from when its listener's earlier requests were all rendered)
+  fails with ``request_stale`` rather than speak long after it was wanted.
 
 A **reaper** (one task beside the workers, every ``REAP_INTERVAL_S`` and whenever a listener
 closes) ends every request whose listener is gone (`Listener.close`: its route ended, so
 nobody will take its audio), whatever its state: queued, parked by its budget, speaking, or
 rendered and unsent. Each is counted (`reaped`, ``voicestream_jobs_reaped_total``): a route
-that ends its own requests leaves nothing to reap, so the count is the leaks caught. The
-reaper also fails a request that has waited past ``stale_after_s`` for its first piece
-without a worker picking it (a request parked by its budget is never picked).
+that ends its own requests leaves nothing to reap, so the count is the leaks caught. Each
+pass also asks the policy again (slack changes as audio plays), which fails the stale.
 
 Workers are supervised: a failure in one step fails that request (logged once, with its
 traceback and request id) and the worker goes on; a worker that ends anyway is restarted,
@@ -76,19 +61,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
+import re
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from voicestream import limits
-from voicestream.cpus import CPU_USE, lower_thread_priority
+from voicestream.cpus import CPU_USE
 from voicestream.engine import KokoroEngine, Piece, RenderedPiece
 from voicestream.engine.alignment import offset_words
+from voicestream.engine.phonemes import MAX_PHONEMES
 from voicestream.protocol import ErrorCode, WordTiming
 from voicestream.server.job import (
     JobFailed,
@@ -99,6 +88,7 @@ from voicestream.server.job import (
     SynthesisJob,
 )
 from voicestream.server.pace import RenderPace
+from voicestream.server.policy import Budgets, Lane, ListenerView, RequestView, Snapshot, decide
 
 __all__ = [
     "Budgets", "BusyError", "JobFailed", "JobState", "Listener", "RenderFailed", "RenderedChunk", "RequestRejected",
@@ -123,33 +113,54 @@ class RenderFailed(JobFailed):
         super().__init__(ErrorCode.INTERNAL, message)
 
 
-@dataclass(frozen=True)
-class Budgets:
-    """The limits the scheduler enforces (defaults: `voicestream.limits`, as `ServerSettings`)."""
-
-    max_queue: int = limits.MAX_QUEUE
-    max_sessions: int = limits.MAX_SESSIONS
-    listener_budget_bytes: int = limits.LISTENER_BUDGET_BYTES
-    buffer_budget_bytes: int = limits.BUFFER_BUDGET_BYTES
-    stale_after_s: float = limits.STALE_AFTER_S
-
-    @property
-    def reserved_per_session(self) -> int:
-        return max(1, self.max_queue // max(1, self.max_sessions))
-
-STEADY_NICENESS = 10
+RANKS = {Lane.URGENT: 1, Lane.YIELDING: 2}
+"""Per lane, the rank of a one-thread run (`CpuUse.ranked`): a playing listener about to run
+dry waits only for first audio (urgent work, `CpuUse.claim_urgent`); a piece with slack in
+hand waits for both. Nice values were tried instead (+15, +19): a run reniced beside other
+processes' work starved (a clean clone beside another suite: 5 failures, docs/BENCHMARKS.md)."""
+URGENT_SPARE = 1
+"""Urgent workers beyond ``workers``, kept for a listener that outranks a running urgent run
+(`Snapshot.urgent_spare`): a new request's first words start at once beside monologues
+whose listeners ran dry, not at a monologue's next part."""
 REAP_INTERVAL_S = 1.0
-"""How often the reaper looks for requests whose listener is gone or that went stale unpicked
+"""How often the reaper looks for requests whose listener is gone and asks the policy again
 (it also looks at once when a listener closes)."""
+_SENTENCE_END = re.compile(r"[.!?。！？](\s|$)")
 
 
-def _lower_priority() -> None:
-    """Executor initializer: make this worker thread yield the CPU to first-audio work."""
-    lower_thread_priority(STEADY_NICENESS)
+@dataclass(frozen=True)
+class _Order:
+    """A worker's share of one decision: all its thread reads besides the job's plan."""
+
+    job: SynthesisJob
+    lane: Lane
+    windowed: bool
+    """A new piece is vocoded window by window (the rest of a left piece always is)."""
+    silent: bool
+    """The listener hears nothing now and waits for this request: its plan cuts the first
+    clause, and an urgent run pauses background work (the local LLM) while it renders."""
+    leave: threading.Event = field(default_factory=threading.Event)
+    """Set by the loop: leave the windowed piece after the current part (the policy placed
+    its rest elsewhere, or the request ended)."""
+
+
+def _first_audio(order: _Order) -> bool:
+    """An urgent run for a listener that hears nothing now: normal priority, every core it can claim."""
+    return order.lane is Lane.URGENT and order.silent
+
+
+@dataclass
+class _Running:
+    """The loop's record of a job a worker renders."""
+
+    order: _Order
+    phonemes: int
+    """Of the piece being rendered (an estimate until its first part comes)."""
+    leavable: bool
 
 
 class SynthesisScheduler:
-    """Runs the engine on a few workers, always on the most urgent piece, within the budgets."""
+    """Runs the engine on a few workers per lane, as the policy decides, within the budgets."""
 
     def __init__(
         self, engine: KokoroEngine, budgets: Budgets | None = None, workers: int | None = None
@@ -158,11 +169,12 @@ class SynthesisScheduler:
         self.budgets = budgets or Budgets()
         self.workers = workers or engine.parallel_runs
         self._jobs: list[SynthesisJob] = []
-        self._wakeup = asyncio.Condition()
         self._seq = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._wake_pending = False
+        self._idle: dict[Lane, deque[asyncio.Future[_Order]]] = {lane: deque() for lane in Lane}
+        self._running: dict[SynthesisJob, _Running] = {}
         self.on_end: Callable[[SynthesisJob], None] | None = None
         """Told of every request that ends (the service counts them by final state)."""
         self.reserved_slots = 0
@@ -174,7 +186,7 @@ class SynthesisScheduler:
         self.peak_listener_bytes = 0
         """The most rendered, unsent audio one listener has held (a metric: the budget's proof)."""
         self.moved_pieces = 0
-        """Windowed pieces a first-audio worker left to a steady one for a waiting listener (a metric)."""
+        """Windowed pieces left after a part for the policy to place again (a metric)."""
         self.reaped = 0
         """Requests the reaper ended because their listener was gone (a metric: leaks caught)."""
         self.on_reap: Callable[[SynthesisJob, JobState], None] | None = None
@@ -182,16 +194,12 @@ class SynthesisScheduler:
         self._reaper: asyncio.Task[None] | None = None
         self._reap_wanted = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.first_audio_waiting = False
-        """A first piece waits and every first-audio worker is busy (set on the loop, read
-        by the workers between windows)."""
-        self._idle_first_workers = 0
         self.pace = RenderPace()
-        """How long renders take here: whether a listener would run dry before a piece renders whole."""
-        self._first_audio_pool = ThreadPoolExecutor(self.workers, thread_name_prefix="first-audio")
-        self._steady_pool = ThreadPoolExecutor(
-            self.workers, thread_name_prefix="steady", initializer=_lower_priority
-        )
+        """How long renders take here: the policy's prediction of each listener's slack."""
+        self._first_audio_pool = ThreadPoolExecutor(self.workers + URGENT_SPARE, thread_name_prefix="first-audio")
+        """Threads at normal priority for silent listeners' runs, which claim every core they can."""
+        self._ranked_pool = ThreadPoolExecutor(2 * self.workers + URGENT_SPARE, thread_name_prefix="ranked")
+        """Threads that drive every other run, one thread each, each part after its wait (`_ranked_step`)."""
 
     @property
     def max_queue(self) -> int:
@@ -211,7 +219,9 @@ class SynthesisScheduler:
     def parked(self) -> bool:
         """Nothing renders and nothing may: every request left waits for its listener to
         take audio (or for a request ahead of it)."""
-        return self.rendering == 0 and self._next_job(True) is None and self._next_job(False) is None
+        self._prune()
+        idle = replace(self._snapshot(), urgent_free=self.workers + URGENT_SPARE, yielding_free=self.workers)
+        return self.rendering == 0 and not decide(idle).starts
 
     @property
     def healthy(self) -> bool:
@@ -223,14 +233,12 @@ class SynthesisScheduler:
         if self._tasks:
             return
         self._loop = asyncio.get_running_loop()
-        for index in range(self.workers):
-            self._tasks.append(self._spawn(f"steady-{index}", first_only=False))
-            self._tasks.append(self._spawn(f"first-{index}", first_only=True))
+        for lane, count in ((Lane.URGENT, self.workers + URGENT_SPARE), (Lane.YIELDING, self.workers)):
+            self._tasks.extend(self._spawn(f"{lane.value}-{index}", lane) for index in range(count))
         self._reaper = self._loop.create_task(self._reap_loop(), name="reaper")
 
-    def _spawn(self, name: str, first_only: bool) -> asyncio.Task[None]:
-        pool = self._first_audio_pool if first_only else self._steady_pool
-        task = asyncio.get_running_loop().create_task(self._work(pool, first_only), name=name)
+    def _spawn(self, name: str, lane: Lane) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(self._work(lane), name=name)
         task.add_done_callback(self._restart)
         return task
 
@@ -241,7 +249,7 @@ class SynthesisScheduler:
         log.error("scheduler worker %s ended; restarting it", task.get_name(), exc_info=task.exception())
         index = self._tasks.index(task)
         try:
-            self._tasks[index] = self._spawn(task.get_name(), first_only=task.get_name().startswith("first"))
+            self._tasks[index] = self._spawn(task.get_name(), Lane(task.get_name().rsplit("-", 1)[0]))
         except RuntimeError:  # the loop is closing: the worker stays dead and /ping says so
             log.exception("scheduler worker %s could not be restarted", task.get_name())
 
@@ -252,11 +260,13 @@ class SynthesisScheduler:
             task.cancel()
         await asyncio.gather(*self._tasks, *reaper, return_exceptions=True)
         self._tasks.clear()
+        for running in self._running.values():
+            running.order.leave.set()
         for job in self._jobs:
             job.cancel()
         self._jobs.clear()
         self._first_audio_pool.shutdown(wait=False, cancel_futures=True)
-        self._steady_pool.shutdown(wait=False, cancel_futures=True)
+        self._ranked_pool.shutdown(wait=False, cancel_futures=True)
 
     # --- admission -------------------------------------------------------------------
 
@@ -291,25 +301,81 @@ class SynthesisScheduler:
     def _prune(self) -> None:
         self._jobs = [job for job in self._jobs if not job.finished]
 
+    # --- deciding --------------------------------------------------------------------
+
     def _wake(self) -> None:
-        """Let the workers look again (coalesced: one notification per loop turn)."""
+        """Ask the policy again (coalesced: once per loop turn; on the loop)."""
         if self._wake_pending or self._stopping:
             return
         self._wake_pending = True
-        asyncio.get_running_loop().call_soon(self._schedule_notify)
+        asyncio.get_running_loop().call_soon(self._apply)
 
-    def _schedule_notify(self) -> None:
+    def _snapshot(self) -> Snapshot:
+        """The policy's view of the requests and listeners now (on the loop)."""
+        now = time.monotonic()
+        listeners = {id(job.listener): job.listener for job in self._jobs}
+        return Snapshot(
+            listeners=tuple(
+                ListenerView(key, listener.left_to_play(), listener.held_bytes) for key, listener in listeners.items()
+            ),
+            requests=tuple(self._views(now)),
+            urgent_free=sum(not waiter.done() for waiter in self._idle[Lane.URGENT]),
+            urgent_spare=URGENT_SPARE,
+            yielding_free=sum(not waiter.done() for waiter in self._idle[Lane.YIELDING]),
+            pace=self.pace.table(),
+            many_threads=self.engine.max_threads,
+            can_window=self.engine.can_window,
+            budgets=self.budgets,
+        )
+
+    def _views(self, now: float) -> Iterator[RequestView]:
+        """The requests not rendered to their end, in arrival order, each with the bytes its
+        route sends before its next piece (its own and its listener's earlier requests')."""
+        held: dict[int, int] = {}
+        for job in self._jobs:
+            key = id(job.listener)
+            held[key] = held.get(key, 0) + job.held_bytes
+            if job.rendered_all:
+                continue
+            running = self._running.get(job)
+            yield RequestView(
+                key=job.seq, listener=key, phonemes=running.phonemes if running else _next_phonemes(job),
+                speed=job.speed, planned=job.pieces is not None, spoken=job.audio_seconds > 0,
+                waited_s=now - job.due_since, running=running.order.lane if running else None,
+                leavable=running.leavable if running else False, held_before=held[key],
+            )
+
+    def _apply(self) -> None:
+        """Take the policy's decisions: fail the stale, tell leaving workers, start the rest."""
         self._wake_pending = False
-        asyncio.get_running_loop().create_task(self._notify())
-
-    async def _notify(self) -> None:
-        async with self._wakeup:
-            self._note_first_audio_waiting()
-            self._wakeup.notify_all()
-
-    def _note_first_audio_waiting(self) -> None:
-        """Whether a first piece waits with no first-audio worker free to take it (on the loop)."""
-        self.first_audio_waiting = self._idle_first_workers == 0 and self._next_job(True) is not None
+        if self._stopping:
+            return
+        self._prune()
+        for running in self._running.values():
+            if running.order.job.finished:
+                running.order.leave.set()
+        decisions = decide(self._snapshot())
+        jobs = {job.seq: job for job in self._jobs}
+        heads: dict[int, SynthesisJob] = {}
+        for job in self._jobs:
+            if not job.rendered_all:
+                heads.setdefault(id(job.listener), job)
+        for key in decisions.stale:
+            jobs[key].fail(self._stale(time.monotonic() - jobs[key].due_since))
+        for key in decisions.leave:
+            self._running[jobs[key]].order.leave.set()
+        for start in decisions.starts:
+            job = jobs[start.request]
+            silent = job.listener.silent and heads[id(job.listener)] is job  # one rendering ahead is heard later
+            order = _Order(job, start.lane, start.windowed, silent)
+            leavable = job.unfinished is not None or start.windowed
+            self._running[job] = _Running(order, _next_phonemes(job), leavable)
+            job.rendering = True
+            self.rendering += 1
+            waiter = self._idle[start.lane].popleft()
+            while waiter.done():  # a worker cancelled while idle, not yet out of the queue
+                waiter = self._idle[start.lane].popleft()
+            waiter.set_result(order)
 
     # --- reaping --------------------------------------------------------------------
 
@@ -328,36 +394,22 @@ class SynthesisScheduler:
             self._reap_wanted.clear()
             try:
                 self.reap()
+                self._apply()
             except Exception:  # the reaper goes on; the next pass tries again
                 log.exception("the reaper failed on one pass")
 
     def reap(self) -> int:
-        """End every request whose listener is gone, whatever its state, and fail with
-        ``request_stale`` every request that waited past ``stale_after_s`` for its first
-        piece with no worker picking it. Returns how many requests were reaped."""
-        now = time.monotonic()
+        """End every request whose listener is gone, whatever its state. Returns how many."""
         reaped = 0
-        waiting: set[int] = set()
-        """Listeners with a request not yet rendered: the requests behind it are not due."""
         for job in list(self._jobs):
-            if job.finished:
+            if job.finished or not job.listener.gone:
                 continue
-            if job.listener.gone:
-                state = job.state
-                job.cancel()
-                reaped += 1
-                log.warning("reaped a %s request whose listener was gone", state.value,
-                            extra={"request_id": job.request_id})
-                if self.on_reap is not None:
-                    self.on_reap(job, state)
-                continue
-            due = id(job.listener) not in waiting
-            if not job.rendered_all:
-                waiting.add(id(job.listener))
-            if due and job.pieces is None and not job.rendering and not job.rendered_all:
-                waited = now - job.due_since
-                if waited > self.budgets.stale_after_s:
-                    job.fail(self._stale(waited))
+            state = job.state
+            job.cancel()
+            reaped += 1
+            log.warning("reaped a %s request whose listener was gone", state.value, extra={"request_id": job.request_id})
+            if self.on_reap is not None:
+                self.on_reap(job, state)
         self.reaped += reaped
         self._prune()
         return reaped
@@ -369,81 +421,38 @@ class SynthesisScheduler:
             f"than {self.budgets.stale_after_s:g} s are dropped.",
         )
 
-    # --- choosing --------------------------------------------------------------------
-
-    def share(self, listeners: int) -> int:
-        """What one listener may hold of rendered, unsent audio with ``listeners`` active."""
-        return min(self.budgets.listener_budget_bytes, self.budgets.buffer_budget_bytes // max(1, listeners))
-
-    def _next_job(self, first_only: bool) -> SynthesisJob | None:
-        """The most urgent job that no worker is rendering, whose listener is within its
-        budget, and whose next piece is this lane's.
-
-        A piece is first-audio work when it is the first piece of its listener's earliest
-        unrendered request; everything else (later pieces, and requests queued behind
-        another of the same listener, whose audio is not due yet) is steady work. A request
-        queued behind one of its listener's whose first piece is not yet rendered to the end
-        (`SynthesisJob.first_piece_done`) waits: that one renders
-        on every core, and the next is better taken by a first-audio worker (every core)
-        once it has spoken than on one niced thread beside it, where it would stay slow to
-        the end and leave the listener silent after a short first chunk.
-        """
-        self._prune()
-        heads: dict[int, SynthesisJob] = {}
-        sending: dict[int, SynthesisJob] = {}
-        for job in self._jobs:
-            sending.setdefault(id(job.listener), job)
-            if not job.rendered_all:
-                heads.setdefault(id(job.listener), job)
-        share = self.share(len({id(job.listener) for job in self._jobs}))
-        total_held = sum(job.held_bytes for job in self._jobs)
-
-        def lane_of(job: SynthesisJob) -> bool | None:
-            """True: first-audio work; False: steady work; None: not yet."""
-            head = heads[id(job.listener)]
-            if job is head:
-                return job.first_audio_at is None
-            return None if not head.first_piece_done else False
-
-        def within_budget(job: SynthesisJob) -> bool:
-            """Its listener holds less than its share, or nothing; or the job is the one its
-            route is sending and it has nothing left to send (the bytes held are of later
-            requests, which cannot go out before it)."""
-            held = job.listener.held_bytes
-            if held == 0 or (job is sending[id(job.listener)] and job.held_bytes == 0):
-                return True
-            return held < share and total_held < self.budgets.buffer_budget_bytes
-
-        ready = [
-            job for job in self._jobs
-            if not job.rendering and not job.rendered_all and within_budget(job) and lane_of(job) is first_only
-        ]
-        return min(ready, key=SynthesisJob.urgency, default=None)
-
     # --- rendering -------------------------------------------------------------------
 
-    async def _work(self, pool: ThreadPoolExecutor, first_only: bool) -> None:
-        loop = asyncio.get_running_loop()
+    async def _work(self, lane: Lane) -> None:
         while True:
-            async with self._wakeup:
-                self._idle_first_workers += first_only
-                try:
-                    await self._wakeup.wait_for(lambda: self._next_job(first_only) is not None)
-                finally:
-                    self._idle_first_workers -= first_only
-                job = self._next_job(first_only)
-                assert job is not None
-                job.rendering = True
-                self.rendering += 1
-                self._note_first_audio_waiting()
+            order = await self._next_order(lane)
             try:
-                await self._step(job, loop, pool)
+                await self._step(order)
             except Exception as error:  # noqa: BLE001 - the request fails, the worker goes on
-                self._fail(job, error)
+                self._fail(order.job, error)
             finally:
-                job.rendering = False
-                self.rendering -= 1
-                self._wake()
+                self._done(order)
+
+    async def _next_order(self, lane: Lane) -> _Order:
+        """Wait idle until the loop hands this worker an order."""
+        waiter: asyncio.Future[_Order] = asyncio.get_running_loop().create_future()
+        self._idle[lane].append(waiter)
+        self._wake()
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():  # handed an order as it was cancelled
+                self._done(waiter.result())
+            raise
+        finally:
+            with contextlib.suppress(ValueError):
+                self._idle[lane].remove(waiter)
+
+    def _done(self, order: _Order) -> None:
+        order.job.rendering = False
+        self._running.pop(order.job, None)
+        self.rendering -= 1
+        self._wake()
 
     @staticmethod
     def _fail(job: SynthesisJob, error: Exception) -> None:
@@ -453,49 +462,47 @@ class SynthesisScheduler:
         failure.__cause__ = error
         job.fail(failure)
 
-    async def _step(self, job: SynthesisJob, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:
-        """Render and encode the job's next piece on ``pool`` and hand it over."""
+    async def _step(self, order: _Order) -> None:
+        """Render and encode the job's next piece on the order's lane, handing each part over."""
+        job = order.job
         if job.pieces is None:
-            waited = time.monotonic() - job.due_since
-            if waited > self.budgets.stale_after_s:
-                job.fail(self._stale(waited))
-                return
             job.pieces = self.engine.plan(
-                job.text, job.language, cut_first_clause=job.listener.silent, words=job.word_timestamps
+                job.text, job.language, cut_first_clause=order.silent, words=job.word_timestamps
             )
             job.start_speaking()
-        started = time.perf_counter()
-        first_audio = pool is self._first_audio_pool
+        loop = asyncio.get_running_loop()
+        since = time.perf_counter()
 
-        def early(part: _Part) -> None:
-            """A part of a piece vocoded window by window, handed over before the rest (from the worker)."""
-            loop.call_soon_threadsafe(self._hand_over, job, part, False)
+        def hand_over(part: _Part) -> None:
+            """A rendered part, from the worker's thread to the loop, with the time it took:
+            counted before the part is delivered, so that whoever the last part wakes (a
+            whole file's timing headers) reads the request's whole model time."""
+            nonlocal since
+            now = time.perf_counter()
+            loop.call_soon_threadsafe(self._hand_over, job, part, now - since)
+            since = now
 
-        part = await loop.run_in_executor(pool, self._render_next, job, first_audio, early)
-        job.model_seconds += time.perf_counter() - started
-        if part is None:  # a windowed piece left for a steady worker: its parts so far are handed over
-            self.moved_pieces += 1
-            return
-        self._hand_over(job, part, True)
+        pool = self._first_audio_pool if _first_audio(order) else self._ranked_pool
+        self.moved_pieces += await loop.run_in_executor(pool, self._render_next, order, hand_over)
 
-    def _hand_over(self, job: SynthesisJob, part: _Part, done: bool) -> None:
-        """Count a rendered part against its request and listener, and deliver it (on the loop).
-        ``done``: the worker's step is over (the piece's last part, or all of a whole piece)."""
+    def _hand_over(self, job: SynthesisJob, part: _Part, model_seconds: float) -> None:
+        """Count a rendered part against its request and listener, and deliver it (on the loop)."""
+        job.model_seconds += model_seconds
+        running = self._running.get(job)
+        if running is not None:
+            running.phonemes = part.phonemes
         if job.finished:  # cancelled while the piece was rendering: drop it
             return
-        data, seconds, last, words = part
-        timed = tuple(offset_words(words, job.audio_seconds))
-        if seconds:
-            job.audio_seconds += seconds
-            self.rendered_seconds += seconds
-            job.listener.buffered(seconds)
-            if job.first_audio_at is None:
-                job.first_audio_at = time.monotonic()
-        job.first_piece_done = job.first_piece_done or (done and job.first_audio_at is not None)
-        job.deliver(RenderedChunk(data, seconds, timed), last and done)
+        timed = tuple(offset_words(part.words, job.audio_seconds))
+        if part.seconds:
+            job.audio_seconds += part.seconds
+            self.rendered_seconds += part.seconds
+            job.listener.buffered(part.seconds)
+        job.deliver(RenderedChunk(part.data, part.seconds, timed), part.last)
         self.peak_listener_bytes = max(self.peak_listener_bytes, job.listener.held_bytes)
-        if last and done:
+        if part.last:
             self._next_is_due(job)
+        self._wake()  # its listener's slack changed
 
     def _next_is_due(self, rendered: SynthesisJob) -> None:
         """The listener's next request starts waiting now (for staleness)."""
@@ -504,67 +511,80 @@ class SynthesisScheduler:
                 job.due_since = max(job.due_since, time.monotonic())
                 return
 
-    def _render_next(self, job: SynthesisJob, first_audio: bool, early: Callable[[_Part], None]) -> _Part | None:
-        """The next piece (or the rest of one a first-audio worker left), encoded: its bytes,
-        its duration, whether it was the request's last (then the encoder's tail is included)
-        and its words timed from the start of the part. A piece vocoded window by window hands
-        each part but the last to ``early`` as it is made, and stops when the request ends
-        meanwhile; None: a first-audio worker left the rest of it on the job. Runs in a worker
-        thread; first audio gets every core when nothing else holds one."""
+    def _render_next(self, order: _Order, hand_over: Callable[[_Part], None]) -> bool:
+        """The job's next piece (or the rest of one left after a part), each part encoded and
+        handed over as it is made; then the piece after it is taken from the plan, so that the
+        policy knows its length. True: the piece was left after a part, its rest on the job.
+        Runs in a worker thread; an urgent run claims every core it can."""
+        job = order.job
         unfinished: _Unfinished | None = job.unfinished  # type: ignore[assignment]
         job.unfinished = None
         if unfinished is None:
-            piece: Piece | None = next(job.pieces, None)  # type: ignore[call-overload]
+            piece: Piece | None = job.upcoming or next(job.pieces, None)  # type: ignore[assignment, call-overload]
+            job.upcoming = None
             if piece is None:
-                return _encode(job, None, last=True), 0.0, True, []
-            unfinished = _Unfinished(piece)
-        if not first_audio:
-            with CPU_USE.holding(1):
-                return self._render(job, unfinished, 1, early, may_leave=False)
-        with CPU_USE.claim_urgent(self.engine.max_threads, pause_background=job.listener.silent) as threads:
-            return self._render(job, unfinished, threads, early, may_leave=True)
-
-    def _windowed_if_dry(self, job: SynthesisJob, piece: Piece, threads: int) -> Piece:
-        """The piece, vocoded window by window if its listener would run out of audio before a
-        whole render of it ends (the plan already windows a silent listener's first piece)."""
-        if piece.windowed or not self.engine.can_window:
-            return piece
-        if job.listener.left_to_play() >= self.pace.predict(len(piece.phonemes), job.speed, threads):
-            return piece
-        return replace(piece, windowed=True)
+                hand_over(_Part(_encode(job, None, last=True), 0.0, True, [], 0))
+                return False
+            unfinished = _Unfinished(replace(piece, windowed=order.windowed and self.engine.can_window))
+        if _first_audio(order):
+            with CPU_USE.claim_urgent(self.engine.max_threads) as threads:
+                left = self._render(order, unfinished, threads, hand_over, _step_here)
+        else:
+            left = self._render(order, unfinished, 1, hand_over, functools.partial(_ranked_step, RANKS[order.lane]))
+        if not left and not unfinished.piece.last:
+            job.upcoming = next(job.pieces, None)  # type: ignore[call-overload]
+        return left
 
     def _render(
-        self, job: SynthesisJob, unfinished: _Unfinished, threads: int, early: Callable[[_Part], None], may_leave: bool
-    ) -> _Part | None:
+        self, order: _Order, unfinished: _Unfinished, threads: int, hand_over: Callable[[_Part], None], step: _Stepper
+    ) -> bool:
         """One piece's model runs, part by part (a piece planned without words comes back with
-        none), each part's words timed from the part's own start. With ``may_leave`` (a
-        first-audio worker) a windowed piece is left on the job after a part when another
-        listener's first piece waits for a first-audio worker: None is returned."""
+        none), each part's words timed from the part's own start, each part made by ``step``.
+        A windowed piece is left on the job after a part once the order's ``leave`` is set:
+        True is returned."""
+        job = order.job
         if unfinished.parts is None:
-            unfinished.piece = self._windowed_if_dry(job, unfinished.piece, threads)
             unfinished.parts = self.engine.render_parts(unfinished.piece, job.voice, job.speed, threads)
             send: int | None = None
-        else:  # the rest of a piece a first-audio worker left: on this worker's threads
+        else:  # the rest of a piece left after a part: on this worker's threads
             send = threads
-        piece, started = unfinished.piece, time.perf_counter()
-        for part in _sending(unfinished.parts, send):
-            encoded = _encode(job, part.audio, piece.last and not part.more), part.audio.size / self.engine.sample_rate
-            words = offset_words(part.words, -unfinished.before) if unfinished.before else part.words
-            if not part.more:
-                if not unfinished.moved:  # a moved piece's time is two workers' and a wait
+        piece, started, claimed = unfinished.piece, time.perf_counter(), threads
+
+        def narrowed() -> int | None:
+            """One thread for the windows after this part once other first audio claims cores
+            beside this run: two runs on every core each fight over the cores, and both
+            listeners fall silent."""
+            nonlocal threads
+            if threads > 1 and CPU_USE.crowded(claimed):
+                threads = 1
+                return 1
+            return None
+
+        for rendered in _sending(unfinished.parts, send, narrowed, step):
+            data, seconds = _encode(job, rendered.audio, piece.last and not rendered.more), rendered.audio.size / self.engine.sample_rate
+            words = offset_words(rendered.words, -unfinished.before) if unfinished.before else rendered.words
+            hand_over(_Part(data, seconds, piece.last and not rendered.more, words, len(piece.phonemes)))
+            if not rendered.more:
+                if not unfinished.moved and threads == claimed:  # else its time is two workers' or thread counts'
                     self.pace.record(len(piece.phonemes), job.speed, threads, time.perf_counter() - started)
-                return (*encoded, piece.last, words)
-            early((*encoded, piece.last, words))
-            unfinished.before += encoded[1]
-            if job.finished:
-                break
-            if may_leave and self.first_audio_waiting:
+                return False
+            unfinished.before += seconds
+            if order.leave.is_set():
                 unfinished.moved = True
                 job.unfinished = unfinished
-                return None
-        if not job.finished:  # the request fails (logged) rather than lose the piece's end unsaid
-            raise RuntimeError("the piece's parts ended before its last part")
-        return b"", 0.0, piece.last, []
+                return True
+        raise RuntimeError("the piece's parts ended before its last part")
+
+
+def _next_phonemes(job: SynthesisJob) -> int:
+    """The phonemes of the job's next piece as far as the loop knows them: the rest of a left
+    piece, the piece its last step took from the plan, or, before its plan, its text's first
+    sentence (about one phoneme a character)."""
+    piece = job.unfinished.piece if job.unfinished is not None else job.upcoming  # type: ignore[attr-defined]
+    if piece is not None:
+        return len(piece.phonemes)
+    end = _SENTENCE_END.search(job.text)
+    return min(end.end() if end else len(job.text), MAX_PHONEMES)
 
 
 @dataclass
@@ -576,27 +596,52 @@ class _Unfinished:
     before: float = 0.0
     """Seconds of the piece in the parts handed over so far."""
     moved: bool = False
-    """A first-audio worker left it for a steady one."""
+    """A worker left it after a part."""
 
 
-def _sending(parts: Generator[RenderedPiece, int | None, None], first: int | None) -> Iterator[RenderedPiece]:
-    """The parts, the first asked for with ``first`` sent in (a thread count, or None).
-    Not ``yield from``: a worker that leaves the piece drops this iterator, and closing a
-    ``yield from`` would close ``parts`` with it, losing the rest of the piece."""
+_Stepper = Callable[[Callable[[], RenderedPiece]], RenderedPiece]
+"""Runs one model step (a part's runs) and returns its part: here, or on a thread of its own."""
+
+
+def _step_here(step: Callable[[], RenderedPiece]) -> RenderedPiece:
+    return step()
+
+
+def _ranked_step(rank: int, step: Callable[[], RenderedPiece]) -> RenderedPiece:
+    """One part of a ranked run, after its wait for more urgent runs (`CpuUse.ranked`)."""
+    with CPU_USE.ranked(rank):
+        return step()
+
+
+def _sending(
+    parts: Generator[RenderedPiece, int | None, None], first: int | None, after: Callable[[], int | None],
+    step: _Stepper,
+) -> Iterator[RenderedPiece]:
+    """The parts, each made by ``step``, the first asked for with ``first`` sent in (a thread
+    count, or None), each next one with what ``after`` says then. Not ``yield from``: a
+    worker that leaves the piece drops this iterator, and closing a ``yield from`` would
+    close ``parts`` with it, losing the rest of the piece."""
     sent = first
     while True:
         try:
-            part = parts.send(sent)
+            part = step(functools.partial(parts.send, sent))
         except StopIteration:
             return
-        sent = None
         yield part
+        sent = after()
 
 
-_Part = tuple[bytes, float, bool, list[WordTiming]]
-"""A rendered part as the scheduler hands it over: wire bytes, seconds, whether its piece is
-the request's last, and its words timed from the part's start (a windowed piece's last word
-starts before its last part)."""
+@dataclass(frozen=True)
+class _Part:
+    """A rendered part as a worker hands it over: wire bytes, seconds, whether it ends the
+    request, its words timed from the part's start (a windowed piece's last word starts
+    before its last part), and its piece's phonemes (for the policy)."""
+
+    data: bytes
+    seconds: float
+    last: bool
+    words: list[WordTiming]
+    phonemes: int
 
 
 def _encode(job: SynthesisJob, audio: np.ndarray | None, last: bool) -> bytes:

@@ -1,12 +1,16 @@
-"""`bench transport` and `bench load` run end to end on tiny inputs against real servers."""
+"""`bench transport` and `bench load` run end to end on tiny inputs against real servers.
+
+They check the tables' shape and the relations that hold at any speed, not the figures: so
+their servers take the session's replaying engine (tests/replaying.py), the real model's
+audio with each piece rendered once in the session."""
 
 from __future__ import annotations
 
 import pytest
+from tests.replaying import ReplayingEngine
 
 from voicestream.bench.load import measure_load
 from voicestream.bench.transport import TransportTexts, chunk_answer, measure_transport
-from voicestream.engine import KokoroEngine
 
 TINY = TransportTexts(
     first_sentence="Hi there.",
@@ -23,8 +27,8 @@ def test_latency_mode_cuts_the_first_chunk_early_and_sentence_mode_does_not() ->
     assert " ".join(latency) == " ".join(sentences) == TINY.answer
 
 
-def test_transport_bench_runs_on_tiny_inputs(engine: KokoroEngine) -> None:
-    report = measure_transport(engine, trials=1, texts=TINY)
+def test_transport_bench_runs_on_tiny_inputs(replaying_engine: ReplayingEngine) -> None:
+    report = measure_transport(replaying_engine, trials=1, texts=TINY)  # type: ignore[arg-type]
 
     ttfa, pipeline, latency, sentences, contention, faces, at_once = report.tables
     assert all(0 < ms < 30_000 for ms in ttfa.column("mean ms"))
@@ -45,8 +49,10 @@ def test_transport_bench_runs_on_tiny_inputs(engine: KokoroEngine) -> None:
     assert at_once.column("sessions") == [2, 3] and all(seconds > 0 for seconds in at_once.column("answer s"))
 
 
-def test_load_bench_counts_requests_and_busy_answers(engine: KokoroEngine) -> None:
-    report = measure_load(engine, ladder=(1, 2), rounds=1, text="Hi there. Bye now.", max_sessions=1)
+def test_load_bench_counts_requests_and_busy_answers(replaying_engine: ReplayingEngine) -> None:
+    report = measure_load(  # type: ignore[arg-type]
+        replaying_engine, ladder=(1, 2), rounds=1, text="Hi there. Bye now.", max_sessions=1
+    )
 
     table = report.tables[0]
     assert table.column("sessions") == [1, 2]

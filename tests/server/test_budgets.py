@@ -1,10 +1,14 @@
 """The scheduler's budgets, on the real engine with consumers that stop reading: what a
 listener may hold is decided by the scheduler's own accounting, never by how fast this
-machine renders or how much a socket buffer absorbs."""
+machine renders or how much a socket buffer absorbs. The tests that render whole answers take
+the session's replaying engine (tests/replaying.py): the real model's audio, each piece rendered
+once; what they check is the accounting around it."""
 
 from __future__ import annotations
 
 import asyncio
+
+from tests.replaying import ReplayingEngine
 
 from voicestream.engine import KokoroEngine
 from voicestream.server.scheduler import (
@@ -31,13 +35,15 @@ async def _drain(job: SynthesisJob) -> list[bytes]:
         return [chunk.data async for chunk in job.audio()]
 
 
-async def test_a_listener_that_takes_nothing_holds_one_share_plus_a_piece_per_worker(engine: KokoroEngine) -> None:
+async def test_a_listener_that_takes_nothing_holds_one_share_plus_a_piece_per_worker(
+    replaying_engine: ReplayingEngine,
+) -> None:
     """Three long requests nobody consumes: the scheduler parks them once their listener
     holds its share; what it holds is at most the share plus one piece per worker (pieces
     that started before the share was reached), and the rest is rendered only as the
     consumer takes audio."""
     share = 60_000  # about 1.2 s of pcm16: less than a sentence
-    scheduler = SynthesisScheduler(engine, Budgets(listener_budget_bytes=share))
+    scheduler = SynthesisScheduler(replaying_engine, Budgets(listener_budget_bytes=share))  # type: ignore[arg-type]
     scheduler.start()
     try:
         listener = Listener()
@@ -57,11 +63,12 @@ async def test_a_listener_that_takes_nothing_holds_one_share_plus_a_piece_per_wo
         await scheduler.stop()
 
 
-async def test_a_listener_that_reads_is_served_beside_many_that_do_not(engine: KokoroEngine) -> None:
+async def test_a_listener_that_reads_is_served_beside_many_that_do_not(replaying_engine: ReplayingEngine) -> None:
     """Six listeners hold audio nobody takes and the server-wide budget is spent; a
     seventh that reads still gets its request rendered to the end (a listener holding
     nothing may always render its next piece)."""
-    scheduler = SynthesisScheduler(engine, Budgets(listener_budget_bytes=50_000, buffer_budget_bytes=100_000))
+    budgets = Budgets(listener_budget_bytes=50_000, buffer_budget_bytes=100_000)
+    scheduler = SynthesisScheduler(replaying_engine, budgets)  # type: ignore[arg-type]
     scheduler.start()
     try:
         stalled = [Listener() for _ in range(6)]

@@ -70,6 +70,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -199,7 +200,7 @@ class SynthesisScheduler:
         self._first_audio_pool = ThreadPoolExecutor(self.workers + URGENT_SPARE, thread_name_prefix="first-audio")
         """Threads at normal priority for silent listeners' runs, which claim every core they can."""
         self._ranked_pool = ThreadPoolExecutor(2 * self.workers + URGENT_SPARE, thread_name_prefix="ranked")
-        """Threads that drive every other run, one thread each, each part after its wait (`_ranked_step`)."""
+        """Threads that drive every other run, one thread each, each part after its wait (`CpuUse.ranked`)."""
 
     @property
     def max_queue(self) -> int:
@@ -528,18 +529,20 @@ class SynthesisScheduler:
             unfinished = _Unfinished(replace(piece, windowed=order.windowed and self.engine.can_window))
         if _first_audio(order):
             with CPU_USE.claim_urgent(self.engine.max_threads) as threads:
-                left = self._render(order, unfinished, threads, hand_over, _step_here)
+                left = self._render(order, unfinished, threads, hand_over, contextlib.nullcontext)
         else:
-            left = self._render(order, unfinished, 1, hand_over, functools.partial(_ranked_step, RANKS[order.lane]))
+            left = self._render(order, unfinished, 1, hand_over, functools.partial(CPU_USE.ranked, RANKS[order.lane]))
         if not left and not unfinished.piece.last:
             job.upcoming = next(job.pieces, None)  # type: ignore[call-overload]
         return left
 
     def _render(
-        self, order: _Order, unfinished: _Unfinished, threads: int, hand_over: Callable[[_Part], None], step: _Stepper
+        self, order: _Order, unfinished: _Unfinished, threads: int, hand_over: Callable[[_Part], None],
+        each_part: _EachPart,
     ) -> bool:
         """One piece's model runs, part by part (a piece planned without words comes back with
-        none), each part's words timed from the part's own start, each part made by ``step``.
+        none), each part's words timed from the part's own start, each part made inside
+        ``each_part()``.
         A windowed piece is left on the job after a part once the order's ``leave`` is set:
         True is returned."""
         job = order.job
@@ -560,7 +563,7 @@ class SynthesisScheduler:
                 return 1
             return None
 
-        for rendered in _sending(unfinished.parts, send, narrowed, step):
+        for rendered in _sending(unfinished.parts, send, narrowed, each_part):
             data, seconds = _encode(job, rendered.audio, piece.last and not rendered.more), rendered.audio.size / self.engine.sample_rate
             words = offset_words(rendered.words, -unfinished.before) if unfinished.before else rendered.words
             hand_over(_Part(data, seconds, piece.last and not rendered.more, words, len(piece.phonemes)))
@@ -599,34 +602,26 @@ class _Unfinished:
     """A worker left it after a part."""
 
 
-_Stepper = Callable[[Callable[[], RenderedPiece]], RenderedPiece]
-"""Runs one model step (a part's runs) and returns its part: here, or on a thread of its own."""
-
-
-def _step_here(step: Callable[[], RenderedPiece]) -> RenderedPiece:
-    return step()
-
-
-def _ranked_step(rank: int, step: Callable[[], RenderedPiece]) -> RenderedPiece:
-    """One part of a ranked run, after its wait for more urgent runs (`CpuUse.ranked`)."""
-    with CPU_USE.ranked(rank):
-        return step()
+_EachPart = Callable[[], AbstractContextManager[object]]
+"""What each part's model runs go inside: nothing for first audio, `CpuUse.ranked` (a wait for
+more urgent runs, then a core held) for every other run."""
 
 
 def _sending(
     parts: Generator[RenderedPiece, int | None, None], first: int | None, after: Callable[[], int | None],
-    step: _Stepper,
+    each_part: _EachPart,
 ) -> Iterator[RenderedPiece]:
-    """The parts, each made by ``step``, the first asked for with ``first`` sent in (a thread
+    """The parts, each made inside ``each_part()``, the first asked for with ``first`` sent in (a thread
     count, or None), each next one with what ``after`` says then. Not ``yield from``: a
     worker that leaves the piece drops this iterator, and closing a ``yield from`` would
     close ``parts`` with it, losing the rest of the piece."""
     sent = first
     while True:
-        try:
-            part = step(functools.partial(parts.send, sent))
-        except StopIteration:
-            return
+        with each_part():
+            try:
+                part = parts.send(sent)
+            except StopIteration:
+                return
         yield part
         sent = after()
 

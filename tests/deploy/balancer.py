@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 from tests.deploy.chart import absent
+from tests.server.wire import loopback_tls
 
 from voicestream.server import free_port
 
@@ -45,7 +46,7 @@ class Replica:
 
     def metric(self, name: str) -> float:
         """A sample from the server's own /metrics (summed over labels)."""
-        text = httpx.get(f"{self.url}/metrics", timeout=5).text
+        text = httpx.get(f"{self.url}/metrics", timeout=5, verify=loopback_tls()).text
         return sum(
             float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
             if line.startswith(name) and line[len(name)] in " {"
@@ -85,7 +86,7 @@ def replicas(names: list[str], model_dir: Path, grace_s: float = 60) -> Iterator
 def _ready(replica: Replica) -> bool:
     assert replica.process.poll() is None, f"{replica.name} exited while starting"
     try:
-        return httpx.get(f"{replica.url}/ping", timeout=1).status_code == 200
+        return httpx.get(f"{replica.url}/ping", timeout=1, verify=loopback_tls()).status_code == 200
     except httpx.TransportError:
         return False
 

@@ -1,8 +1,11 @@
 """One edge for every persistent face (issue 27): the session, Cartesia's socket and Wyoming
 share the send timeout, the idle clock and the drain of `voicestream.server.connection`.
 
-One real `voicestream serve` process for the module, with a 3 s ``--send-timeout``, a 4 s
-``--idle-timeout`` and a Wyoming port. Every check reads the server's own accounting
+One real server for the module, in process on the session's replaying engine (its pieces
+rendered once by the real model, then given again: these tests check the edge around the
+render, not its time), with a 3 s send timeout, a 4 s idle timeout and a Wyoming port; the
+drain's test runs `voicestream serve` as a process of its own, to send it SIGTERM. Every
+check reads the server's own accounting
 (sessions open, queue depth, closes by code), never a wall-clock bound: each face's peer
 that stops reading, or never speaks, is closed by the server while the peer still holds its
 end open, its slots are freed, and a new client on that face is then served.
@@ -19,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
+from tests.replaying import ReplayingEngine
 from tests.server.test_limits import LONG_TEXT
 from tests.server.wire import (
     WirePeer,
@@ -37,6 +41,8 @@ from wyoming.event import Event
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeVoice
 
 from voicestream.server import free_port
+from voicestream.server.runner import running_server
+from voicestream.server.settings import ServerSettings
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -79,11 +85,14 @@ def _serve(engine, *flags: str) -> Iterator[tuple[object, Server]]:
 
 
 @pytest.fixture(scope="module")
-def server(engine) -> Iterator[Server]:
+def server(replaying_engine: ReplayingEngine) -> Iterator[Server]:
     """Small timeouts and a small listener budget: a peer that reads nothing backs up soon."""
-    with _serve(engine, "--send-timeout", str(SEND_TIMEOUT_S), "--idle-timeout", str(IDLE_TIMEOUT_S),
-                "--listener-budget-bytes", "100000") as (_, started):
-        yield started
+    settings = ServerSettings(host="127.0.0.1", port=free_port(), wyoming_port=free_port(),
+                              send_timeout_s=SEND_TIMEOUT_S, idle_timeout_s=IDLE_TIMEOUT_S,
+                              listener_budget_bytes=100_000)
+    assert settings.wyoming_port is not None
+    with running_server(replaying_engine, settings) as url:  # type: ignore[arg-type]
+        yield Server(url, settings.wyoming_port)
 
 
 # --- each face: a peer that never reads, one that never speaks, one that is served ----------
@@ -293,27 +302,25 @@ async def _exits_on_sigterm(process) -> int:
     return await asyncio.to_thread(process.wait, 120)
 
 
-async def test_sigterm_ends_an_open_cartesia_context_with_nothing_left_to_say(draining_server) -> None:
+async def test_sigterm_ends_an_open_cartesia_context_and_an_open_wyoming_stream_with_nothing_left_to_say(
+    draining_server,
+) -> None:
+    """A Cartesia context and a Wyoming stream, each left open with all its audio out, on one
+    server: SIGTERM ends both (Cartesia with 1001, Wyoming by closing the stream) and the
+    process exits long before its 600 s grace. Before issue 27 either held the drain."""
     process, server = draining_server
-    async with connect(cartesia_url(server.url), max_size=None) as ws:
+    async with connect(cartesia_url(server.url), max_size=None) as ws, \
+            AsyncTcpClient("127.0.0.1", server.wyoming_port) as client:
         await ws.send(cartesia_message("open", "Hello there.", **{"continue": True, "flush": True}))
         assert await _cartesia_until(ws, "flush_done")
-        exiting = asyncio.create_task(_exits_on_sigterm(process))
-        with pytest.raises(ConnectionClosed) as ended:
-            await asyncio.wait_for(ws.recv(), 120)
-    assert ended.value.rcvd is not None and ended.value.rcvd.code == 1001
-    assert await exiting == EXITED_ON_SIGTERM
-
-
-async def test_sigterm_ends_an_open_wyoming_stream_with_nothing_left_to_say(draining_server) -> None:
-    process, server = draining_server
-    async with AsyncTcpClient("127.0.0.1", server.wyoming_port) as client:
         await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name="af_heart")).event())
         await client.write_event(SynthesizeChunk(text="Hello there. ").event())
         await _wyoming_sentence(client)
         exiting = asyncio.create_task(_exits_on_sigterm(process))
+        with pytest.raises(ConnectionClosed) as ended:
+            await asyncio.wait_for(ws.recv(), 120)
         async with asyncio.timeout(120):
             while (event := await client.read_event()) is not None:
                 assert isinstance(event, Event)
+    assert ended.value.rcvd is not None and ended.value.rcvd.code == 1001
     assert await exiting == EXITED_ON_SIGTERM
-

@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 from tests.reference import HELLO_SECONDS
-from tests.server.wire import JSON_TYPE
+from tests.server.wire import JSON_TYPE, loopback_tls
 
 from voicestream.audio import SUPPORTED_FORMATS, decode_audio
 from voicestream.protocol import SSEDecoder
@@ -34,7 +34,7 @@ def test_ping_is_503_until_the_model_is_ready(engine) -> None:
         deadline = time.monotonic() + 60
         while statuses[-1] != 200 and time.monotonic() < deadline:
             time.sleep(0.05)
-            statuses.append(httpx.get(f"{url}/ping").status_code)
+            statuses.append(httpx.get(f"{url}/ping", verify=loopback_tls()).status_code)
     assert statuses[0] == 503 and statuses[-1] == 200
 
 

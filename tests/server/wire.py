@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from websockets.asyncio.client import ClientConnection, connect
+
+if TYPE_CHECKING:
+    import httpx
 
 WS_PATH = "/invocations-bidirectional-stream"
 JSON_TYPE = {"Content-Type": "application/json"}
@@ -91,10 +96,27 @@ class WirePeer:
 async def metric(base_url: str, name: str) -> float:
     """One value of the server's /metrics: ``name`` with its labels, as the server writes
     them (``voicestream_errors_total{code="busy"}``); a labelled series not counted yet is 0."""
+    async with _metrics_client() as client:
+        return await _read_metric(client, base_url, name)
+
+
+def _metrics_client() -> httpx.AsyncClient:
     import httpx
 
-    async with httpx.AsyncClient() as client:
-        text = (await client.get(f"{base_url}/metrics")).text
+    return httpx.AsyncClient(verify=loopback_tls())
+
+
+@functools.cache
+def loopback_tls() -> ssl.SSLContext:
+    """httpx's default TLS context, made once per process, for clients made again and again
+    (``verify=loopback_tls()``): httpx makes one per client by default, loading the CA bundle
+    (23 ms of CPU each), and a wait that polled /metrics every `POLL_S` with a new client
+    spent 40 % of a core on it. The servers here speak plain HTTP on 127.0.0.1."""
+    return ssl.create_default_context()
+
+
+async def _read_metric(client: httpx.AsyncClient, base_url: str, name: str) -> float:
+    text = (await client.get(f"{base_url}/metrics")).text
     values = [line.split()[-1] for line in text.splitlines() if line.startswith(name + " ")]
     if not values and "{" in name:
         return 0.0
@@ -106,16 +128,16 @@ POLL_S = 0.05
 
 async def until_above(base_url: str, name: str, value: float, timeout_s: float = 60) -> None:
     """Wait until the server's own ``name`` (as `metric` reads it) is above ``value``."""
-    async with asyncio.timeout(timeout_s):
-        while await metric(base_url, name) <= value:
+    async with asyncio.timeout(timeout_s), _metrics_client() as client:
+        while await _read_metric(client, base_url, name) <= value:
             await asyncio.sleep(POLL_S)
 
 
 async def until_zero(base_url: str, *names: str, timeout_s: float = 60) -> None:
     """Wait until every one of the server's ``names`` is 0 at once (an empty queue, no piece
     rendering, no session open...)."""
-    async with asyncio.timeout(timeout_s):
-        while any([await metric(base_url, name) for name in names]):
+    async with asyncio.timeout(timeout_s), _metrics_client() as client:
+        while any([await _read_metric(client, base_url, name) for name in names]):
             await asyncio.sleep(POLL_S)
 
 
@@ -160,7 +182,7 @@ def serve_process(model_dir: object, *flags: str) -> Iterator[tuple[subprocess.P
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{url}/ping", timeout=1).status_code == 200:
+                if httpx.get(f"{url}/ping", timeout=1, verify=loopback_tls()).status_code == 200:
                     break
             except httpx.TransportError:
                 pass

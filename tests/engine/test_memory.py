@@ -3,7 +3,6 @@ malloc is handed back once no model run has gone for a while, and never during a
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -83,23 +82,18 @@ def test_the_heap_is_given_back_after_a_burst_of_renders(engine: KokoroEngine, q
     (0 of 60 MB): the freed chunks stay in their arenas."""
     count = quick_release.releases
     engine.render(next(engine.plan("Settle.")), "af_heart", 1.0)
-    gc.collect()  # earlier tests' garbage is freed now, not inside one of the spells compared below
     releases_after(count)  # quiet and released: nothing more is given back until something runs
-    gc.disable()  # nor by a collection that happens to fall in one of them (a large array freed
-    try:  # goes back to the system at once: the control spell once gave back 40.6 MB of 186)
-        before = resident_bytes()
-        with quick_release.running():  # the burst and the spell after it are one run: no release
-            releases = quick_release.releases
-            with ThreadPoolExecutor(len(SENTENCES)) as pool:
-                list(pool.map(lambda text: engine.synthesize(text, "af_heart"), SENTENCES))
-            after_burst = resident_bytes()
-            time.sleep(QUIET_S * 2)  # the control: a spell twice the release's, with no release
-            held = resident_bytes()
-            assert quick_release.releases == releases
-        releases_after(releases)
-        released = resident_bytes()
-    finally:
-        gc.enable()
+    before = resident_bytes()
+    with quick_release.running():  # the burst and the spell after it are one run: no release
+        releases = quick_release.releases
+        with ThreadPoolExecutor(len(SENTENCES)) as pool:
+            list(pool.map(lambda text: engine.synthesize(text, "af_heart"), SENTENCES))
+        after_burst = resident_bytes()
+        time.sleep(QUIET_S * 2)  # the control: a spell twice the release's, with no release
+        held = resident_bytes()
+        assert quick_release.releases == releases
+    releases_after(releases)
+    released = resident_bytes()
     grown, without, given_back = after_burst - before, after_burst - held, held - released
     mb = 2**20
     report = (

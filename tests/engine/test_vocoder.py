@@ -48,6 +48,24 @@ def test_speech_fit_in_parts_joins_into_the_whole_fit(cuts: list[float]) -> None
     assert parts[0].size == 0 or cuts[0] > 0.3  # nothing goes out before the first sound has come
 
 
+def test_a_part_with_speech_after_it_goes_out_whole_and_the_parts_still_join_into_the_whole_fit() -> None:
+    """A window that ends in a pause between words, with more speech after it, gives out its
+    quiet at once instead of holding it for the next window; the parts still join into the
+    whole fit, whose tail only the last part cuts."""
+    audio = np.concatenate([_silence(0.3), _tone(0.4), _silence(0.2), _tone(0.3), _silence(0.6)])
+    whole, trim = fit_to_speech(audio, RATE, before_s=0.02, after_s=0.33)
+    pause_ends = round(0.85 * RATE)  # the first window ends inside the pause, before the second tone
+    held, released = SpeechFit(RATE, 0.02, 0.33), SpeechFit(RATE, 0.02, 0.33)
+    first_held = held.push(audio[:pause_ends])
+    first_released = released.push(audio[:pause_ends], speech_follows=True)
+    lead = trim.head_removed - trim.head_padded  # what the head's fit took off the front
+    assert first_released.size == pause_ends - lead  # the pause's quiet went out with it
+    assert first_held.size < pause_ends - lead - round(0.1 * RATE)  # held: at least 100 ms of the pause
+    parts = [first_released, released.push(audio[pause_ends:]), released.finish()]
+    np.testing.assert_array_equal(np.concatenate(parts), whole)
+    assert released.trim == trim
+
+
 def test_speech_fit_keeps_audio_with_no_sound_whole() -> None:
     fit = SpeechFit(RATE, 0.02, 0.33)
     quiet = _silence(0.5)

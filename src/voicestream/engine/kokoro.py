@@ -524,8 +524,8 @@ class KokoroEngine:
         sent = 0  # samples given out so far
         seams = word_seams(tokens, front.durations, self._phonemizer.tokenize(" ")[0])
         vocoder = [model]  # the model of the next window: a thread count sent in changes it
-        for window in model.windows(front, edges, seams, self.first_window_s, using=lambda: vocoder[0]):
-            audio = fit.push(window)
+        for window, last in model.windows(front, edges, seams, self.first_window_s, using=lambda: vocoder[0]):
+            audio = fit.push(window, speech_follows=not last)
             if not audio.size:
                 continue
             words: list[WordTiming] = []

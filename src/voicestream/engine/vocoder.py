@@ -152,12 +152,13 @@ class SplitModel:
         seams: Sequence[int] = (),
         first_window_s: float = FIRST_WINDOW_S,
         using: Callable[[], SplitModel] | None = None,
-    ) -> Iterator[np.ndarray]:
-        """The speech frames' audio window by window (`plan_windows`): each window renders
-        past its end and the next before its start as far as the `CROSSFADE_SAMPLES`
-        crossfade centred on the seam needs. The parts join end to end. ``using``, asked
-        before each window, names the model to vocode it with (another thread count's:
-        the front's outputs are plain arrays, any `SplitModel` vocodes them); else this one."""
+    ) -> Iterator[tuple[np.ndarray, bool]]:
+        """The speech frames' audio window by window (`plan_windows`), each with whether it is
+        the last: each window renders past its end and the next before its start as far as
+        the `CROSSFADE_SAMPLES` crossfade centred on the seam needs. The parts join end to
+        end. ``using``, asked before each window, names the model to vocode it with (another
+        thread count's: the front's outputs are plain arrays, any `SplitModel` vocodes them);
+        else this one."""
         start, stop = speech_frames(edges, front.frames)
         planned = plan_windows(start, stop, max(1, round(first_window_s * SAMPLE_RATE / FEATURE_SAMPLES)), seams)
         half = CROSSFADE_SAMPLES // 2
@@ -176,7 +177,7 @@ class SplitModel:
                 part[: 2 * half] = held * (1.0 - fade_in) + part[: 2 * half] * fade_in
             if not last:
                 held = audio[tail : tail + 2 * half]
-            yield part
+            yield part, last
 
     def _run(self, front: Front, spans: Sequence[tuple[int, int]]) -> np.ndarray:
         """The vocoder on the feature frames of ``spans``, joined (empty spans skipped)."""

@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 
-from voicestream.engine import KokoroEngine, memory
+from voicestream.engine import KokoroEngine, Piece, memory
 
 SENTENCES = (
     "Kokoro is a small model that runs on a laptop.",
@@ -111,7 +110,7 @@ def renewal_burst(engine: KokoroEngine, release: memory.IdleRelease) -> dict[str
         return _renewed(engine, release, count, piece, reference)
 
 
-def _renewed(engine: KokoroEngine, release: memory.IdleRelease, count: int, piece: Any, reference: np.ndarray) -> dict[str, object]:
+def _renewed(engine: KokoroEngine, release: memory.IdleRelease, count: int, piece: Piece, reference: np.ndarray) -> dict[str, object]:
     """`renewal_burst` after its burst, the burst's threads still alive."""
     releases_after(count)
     count = settled()

@@ -232,13 +232,23 @@ async def metric(base_url: str, name: str) -> float:
     return float(next(line for line in text.splitlines() if line.startswith(name + " ")).split()[1])
 
 
-async def _until_idle(base_url: str, timeout_s: float) -> float | None:
-    """Seconds until nothing is queued on the server, or None if it stays busy."""
+async def until_idle(
+    base_url: str, timeout_s: float, names: tuple[str, ...] = ("voicestream_queue_depth",), poll_s: float = 0.1
+) -> float | None:
+    """Seconds until every one of the server's unlabelled metrics ``names`` is 0 at once
+    (nothing queued, by default), or None if it stays busy for ``timeout_s``. One client for
+    the whole wait: httpx builds a TLS context per client, tens of milliseconds of CPU."""
+    import httpx
+
     started = time.monotonic()
+    prefixes = tuple(name + " " for name in names)
     with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(timeout_s):
-            while await metric(base_url, "voicestream_queue_depth") != 0:
-                await asyncio.sleep(0.1)
+        async with asyncio.timeout(timeout_s), httpx.AsyncClient() as client:
+            while any(
+                line.startswith(prefixes) and float(line.split()[1])
+                for line in (await client.get(f"{base_url}/metrics")).text.splitlines()
+            ):
+                await asyncio.sleep(poll_s)
             return time.monotonic() - started
     return None
 
@@ -250,7 +260,7 @@ async def fault_disconnect(base_url: str) -> str:
         while not isinstance(await ws.recv(), bytes):
             pass
         ws.transport.abort()
-    freed = await _until_idle(base_url, 20)
+    freed = await until_idle(base_url, 20)
     return "FAILED: work left queued" if freed is None else f"ok: queue empty {freed:.1f} s after the hang-up"
 
 
@@ -380,7 +390,7 @@ async def fault_adversarial_texts(base_url: str, server_pid: int) -> str:
             await asyncio.sleep(0.1)
         pinged.set()
         statuses = await asyncio.gather(*speaking)
-    freed = await _until_idle(base_url, 60)
+    freed = await until_idle(base_url, 60)
     grown = (process_usage(server_pid)[0] - before) / 1024
     ok = worst < 0.25 and freed is not None and all(status == 200 for status in statuses)
     return (f"{'ok' if ok else 'FAILED'}: slowest /ping {worst * 1000:.0f} ms during {len(ADVERSARIAL_TEXTS)} "
@@ -655,7 +665,7 @@ async def edge_matrix(server: EdgeServer) -> list[EdgeRow]:
         for fault in EDGE_FAULTS:
             closed_after, bound = await _apply_fault(server, face, fault)
             freed = await _until_closed(server.url, 10) is not None
-            queued_for = await _until_idle(server.url, 10)
+            queued_for = await until_idle(server.url, 10)
             ratios = {other: await edge_first_audio_s(server, other) / idle[other] for other in EDGE_FACES}
             queued = 0.0 if queued_for is not None else await metric(server.url, "voicestream_queue_depth")
             rows.append(EdgeRow(face, fault, closed_after, bound, freed, ratios, queued))
@@ -720,7 +730,7 @@ async def until_memory_settled(base_url: str, timeout_s: float = 60.0) -> bool:
 async def idle_resident(base_url: str, pid: int) -> IdleMemory:
     """The server's `IdleMemory` once nothing is queued and its memory has settled (after 60 s
     unsettled, as it is)."""
-    await _until_idle(base_url, 120.0)
+    await until_idle(base_url, 120.0)
     await until_memory_settled(base_url)
     return idle_memory(pid)
 

@@ -26,7 +26,6 @@ column alike. Six measurements:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import statistics
 import time
@@ -38,6 +37,7 @@ from websockets.asyncio.client import connect
 
 from voicestream.audio import FirstSound, pcm16_to_float
 from voicestream.bench.asr import transcribe, word_errors
+from voicestream.bench.chaos import until_idle
 from voicestream.bench.faces import measure_faces
 from voicestream.bench.report import Advance, Cell, Chart, Report, Table, machine_context, progress
 from voicestream.bench.stats import Timings
@@ -179,34 +179,18 @@ TRIAL_PAUSE_S = 0.3
 """The pause after each trial of `first_audio_beside_monologues`, idle and busy alike."""
 
 
-async def until_nothing_renders(url: str, timeout_s: float = 10.0) -> None:
-    """Wait, by the server's own accounting, until no piece renders and nothing is queued: a
-    trial cancelled after its first sound leaves the rest of its window rendering, and an
-    "idle" trial must not start beside it. Bounded: a server that stays busy is measured
-    busy rather than waited on forever."""
-    import httpx
-
-    metrics_url = url.removesuffix(WS_PATH).replace("ws://", "http://") + "/metrics"
-    busy = ("voicestream_rendering_pieces ", "voicestream_queue_depth ")
-    # one client for the whole wait: httpx builds a TLS context per client (tens of ms of CPU)
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(timeout_s), httpx.AsyncClient(verify=False) as client:
-            while any(
-                line.startswith(busy) and float(line.split()[1])
-                for line in (await client.get(metrics_url)).text.splitlines()
-            ):
-                await asyncio.sleep(0.05)
-
-
 async def first_audio_beside_monologues(
     url: str, trials: int, monologue: str = MONOLOGUE, text: str = "Hello there."
 ) -> tuple[list[FirstSound], list[FirstSound]]:
     """First audio and sound of ``text`` on an idle server, then beside 3 long monologues.
     Every trial is followed by the same pause; an idle trial also waits until the server
     renders nothing (the one before it was cancelled mid-piece)."""
+    base_url = url.removesuffix(WS_PATH).replace("ws://", "http://")
     idle = []
     for _ in range(trials):
-        await until_nothing_renders(url)
+        # by the server's own accounting: the trial before was cancelled after its first
+        # sound with the rest of its window rendering; bounded, a busy server is measured busy
+        await until_idle(base_url, 10.0, ("voicestream_rendering_pieces", "voicestream_queue_depth"), poll_s=0.05)
         idle.append(await first_sound(url, text))
         await asyncio.sleep(TRIAL_PAUSE_S)
     events = [asyncio.Event() for _ in range(3)]

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from voicestream.cpus import CpuUse, available_cpus, cgroup_cpu_quota, lower_thread_priority
+from voicestream.cpus import (
+    RAN_DRY,
+    CpuUse,
+    available_cpus,
+    cgroup_cpu_quota,
+    lower_thread_priority,
+)
 
 AFFINITY = len(os.sched_getaffinity(0))
 
@@ -209,3 +215,84 @@ def test_a_ranked_run_starts_beside_a_more_urgent_one_after_its_longest_wait(mon
         assert waiting.started.wait(5) and use.held == 3
         waiting.finish()
     assert use.held == 0
+
+
+class _Options:
+    """The one attribute of ONNX Runtime's ``RunOptions`` that `CpuUse.interruptible` sets."""
+
+    terminate = False
+
+
+def _registered_in(enter, use: CpuUse, options: _Options, entered: threading.Event, end: threading.Event) -> None:
+    """In a thread: inside ``enter()`` (a claim or a ranked run), one stoppable run held until ``end``."""
+    with enter(), use.interruptible(options):
+        entered.set()
+        end.wait(10)
+
+
+def _holding(enter, use: CpuUse) -> tuple[_Options, threading.Event, threading.Thread]:
+    options, entered, end = _Options(), threading.Event(), threading.Event()
+    thread = threading.Thread(target=_registered_in, args=(enter, use, options, entered, end))
+    thread.start()
+    assert entered.wait(5)
+    return options, end, thread
+
+
+def test_first_words_stop_the_runs_of_every_lower_level_going_and_take_every_core() -> None:
+    """A new request's first words (a `FIRST_WORDS` claim) stop what runs beside them: a ranked
+    run and a listener's that ran dry (`RAN_DRY`); they take every core though that claim
+    holds some. Another `FIRST_WORDS` claim is not stopped, and a claim that does not pause
+    background work (its listener still hears audio) stops nothing."""
+    use = CpuUse()
+    ranked, ranked_end, ranked_thread = _holding(lambda: use.ranked(2), use)
+    dry, dry_end, dry_thread = _holding(lambda: use.claim_urgent(2, pause_background=False, level=RAN_DRY), use)
+    first, first_end, first_thread = _holding(lambda: use.claim_urgent(2, pause_background=False), use)
+    with use.claim_urgent(2, pause_background=False):
+        pass
+    assert not (ranked.terminate or dry.terminate or first.terminate) and use.interrupted == 0
+    with use.claim_urgent(2) as taken:
+        assert taken == 1  # a claim of its own level holds cores
+    assert use.interrupted == 2 and ranked.terminate and dry.terminate and not first.terminate
+    for end, thread in ((ranked_end, ranked_thread), (dry_end, dry_thread), (first_end, first_thread)):
+        end.set()
+        thread.join(10)
+    with use.claim_urgent(2, level=RAN_DRY), use.claim_urgent(2) as beside_a_dry_one:
+        assert beside_a_dry_one == 2
+        assert use.crowded(2) is False  # the first words go on, on every core
+    assert use.interrupted == 2
+
+
+def _claim_and_set(use: CpuUse, level: int, claimed: threading.Event) -> None:
+    with use.claim_urgent(2, level=level):
+        claimed.set()
+
+
+def test_a_claim_whose_first_audio_went_out_is_outranked_by_new_first_words(monkeypatch) -> None:
+    """`words_out`: once a claim's first audio is handed over, the rest of its piece runs at
+    `RAN_DRY`'s level: a new request's first words stop its run, and a `RAN_DRY` claim
+    waits, at most `RANKED_PAUSE_MAX_S`, while first words go, until their audio is out."""
+    monkeypatch.setattr("voicestream.cpus.RANKED_PAUSE_MAX_S", 60.0)
+    use = CpuUse()
+    options, entered, spoke, end = _Options(), threading.Event(), threading.Event(), threading.Event()
+
+    def speaking() -> None:
+        with use.claim_urgent(2):
+            use.words_out()
+            with use.interruptible(options):
+                entered.set()
+                end.wait(10)
+
+    thread = threading.Thread(target=speaking)
+    thread.start()
+    assert entered.wait(5)
+    with use.claim_urgent(2) as taken:
+        assert options.terminate and taken == 2
+        waiting = threading.Thread(target=_claim_and_set, args=(use, RAN_DRY, spoke))
+        waiting.start()
+        assert not spoke.wait(0.2)  # a dry listener's claim waits while first words go...
+        use.words_out()
+        assert spoke.wait(5)  # ...until they are out
+    end.set()
+    thread.join(10)
+    waiting.join(10)
+    assert spoke.is_set()

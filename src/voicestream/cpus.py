@@ -9,7 +9,11 @@ container limited to two cores on a 64-core host runs two model runs, not 64.
 LLM while it generates, model runs while they render): the speech scheduler gives a first
 chunk every core unless another first chunk holds them, and other runs one core each, ranked:
 each part of such a run waits a moment while a more urgent run of this process is going, and
-is never niced, so that work other processes do beside it cannot starve it. The local LLM
+is never niced, so that work other processes do beside it cannot starve it. A model run of
+a lower level (a ranked run; a listener's that ran dry, against a new answer's first words)
+already going when a first chunk claims the cores is stopped (`CpuUse.interruptible`: ONNX
+Runtime's ``RunOptions.terminate``, checked between two nodes) and made again after its wait,
+so that the first chunk has the cores at once rather than when that run ends. The local LLM
 pauses between tokens while a first chunk renders.
 """
 
@@ -21,7 +25,9 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")
@@ -95,10 +101,38 @@ def lower_thread_priority(niceness: int) -> None:
         os.setpriority(os.PRIO_PROCESS, thread, os.getpriority(os.PRIO_PROCESS, thread) + niceness)
 
 
+class Stoppable(Protocol):
+    """What a model run can be stopped through: ONNX Runtime's ``RunOptions``."""
+
+    terminate: bool
+
+
+FIRST_WORDS = 0
+"""The level of an urgent claim for a request none of whose audio went out yet (`claim_urgent`)."""
+RAN_DRY = 1
+"""The level of an urgent claim for a request whose listener ran dry after its audio began:
+first words outrank it, so that a new answer starts beside answers the cores cannot keep up
+with (they degrade, the newcomer does not)."""
+
+
+@dataclass
+class _Block:
+    """A claim or ranked run one thread is inside (`CpuUse.claim_urgent`, `CpuUse.ranked`)."""
+
+    level: int
+    claim: bool
+    outer: _Block | None
+    ended: bool = False
+
+
 class CpuUse:
     """Cores held by native work in this process: background work (the local LLM while it
     generates, at a raised nice value), ranked one-thread model runs (each waits a moment
-    while a more urgent run goes) and urgent work (a first chunk, at normal priority)."""
+    while a more urgent run goes) and urgent work (a first chunk, at normal priority).
+
+    Every run has a level, lower going first: urgent claims `FIRST_WORDS` and `RAN_DRY`,
+    then the ranked runs (level ``RAN_DRY + rank``). A claim that pauses background work
+    stops each model run of a higher level going at that moment (`interruptible`)."""
 
     def __init__(self) -> None:
         self._held = 0
@@ -109,8 +143,16 @@ class CpuUse:
         self._calm = threading.Condition(self._lock)
         self._ranks: list[int] = []
         """The rank of each one-thread run going (`ranked`)."""
+        self._claims: list[int] = []
+        """The level of each urgent claim going (`claim_urgent`)."""
         self._turn = threading.Condition(self._lock)
         """Notified whenever urgent work or a ranked run ends."""
+        self._thread_level = threading.local()
+        """``.block``: the innermost claim or ranked run the calling thread is inside, if any."""
+        self._stoppable: dict[Stoppable, int] = {}
+        """The run options of the model runs going now that may be stopped, with their level."""
+        self.interrupted = 0
+        """Model runs stopped because a more urgent claim took the cores, since the start."""
 
     @property
     def held(self) -> int:
@@ -136,24 +178,34 @@ class CpuUse:
                 self._held -= cores
 
     @contextmanager
-    def claim_urgent(self, cores: int, *, pause_background: bool = True) -> Iterator[int]:
+    def claim_urgent(self, cores: int, *, pause_background: bool = True, level: int = FIRST_WORDS) -> Iterator[int]:
         """Hold `cores` for urgent work until the block ends, or one core when other urgent
-        work already holds some; yields how many were taken.
+        work of its ``level`` or a lower one already holds some; yields how many were taken.
+        A claim first waits, at most `RANKED_PAUSE_MAX_S`, while claims of a lower level go.
 
         Background work does not count against the claim: it runs niced, and ranked runs
         wait before their next part (`ranked`). With
         `pause_background` (a listener is waiting in silence) it also pauses in
-        `yield_to_urgent` where it can, so the run gets every core to itself; without
+        `yield_to_urgent` where it can, and stops the model runs of a higher level going
+        now (`interruptible`), so the run gets every core to itself; without
         (the listener still has audio playing) it goes on, since what it produces (the
         local LLM's next sentence) is needed next."""
         with self._lock:
-            taken = cores if self._urgent == 0 else 1
+            self._turn.wait_for(lambda: min(self._claims, default=level) >= level, RANKED_PAUSE_MAX_S)
+            taken = cores if min(self._claims, default=level + 1) > level else 1
+            self._claims.append(level)
             self._urgent += taken
             self._held += taken
             self._pausing += pause_background
+            if pause_background:
+                self._stop_above(level)
+        block = self._enter(level, claim=True)
         try:
             yield taken
         finally:
+            with self._lock:
+                self._claims.remove(block.level)  # its level now (`words_out`)
+            self._leave(block)
             with self._lock:
                 self._urgent -= taken
                 self._held -= taken
@@ -162,11 +214,56 @@ class CpuUse:
                     self._calm.notify_all()
                 self._turn.notify_all()
 
-    def crowded(self, taken: int) -> bool:
-        """Other urgent work holds cores beside a claim of ``taken``: a run on several
-        threads goes on with one (its claim still counts ``taken`` until its block ends)."""
+    def _enter(self, level: int, claim: bool) -> _Block:
+        """A block of ``level`` the calling thread is in now, inside the one it was in."""
+        block = _Block(level, claim, self._block())
+        self._thread_level.block = block
+        return block
+
+    def _leave(self, block: _Block) -> None:
+        """``block`` ended: the calling thread is in the innermost block of it not ended yet
+        (blocks may end out of order)."""
+        block.ended = True
+        inner = self._block()
+        while inner is not None and inner.ended:
+            inner = inner.outer
+        self._thread_level.block = inner
+
+    def _block(self) -> _Block | None:
+        return getattr(self._thread_level, "block", None)
+
+    def _level(self) -> int:
+        """The calling thread's level: its block's, else `FIRST_WORDS` (it is not stopped)."""
+        block = self._block()
+        return FIRST_WORDS if block is None else block.level
+
+    def words_out(self) -> None:
+        """The calling thread's `FIRST_WORDS` claim handed its first audio over: it goes on at
+        `RAN_DRY`'s level, so that a new request's first words outrank the rest of its piece,
+        and the `RAN_DRY` work that waited for its first words goes on."""
         with self._lock:
-            return self._urgent > taken
+            block = self._block()
+            if block is not None and block.claim and block.level == FIRST_WORDS:
+                self._claims.remove(FIRST_WORDS)
+                self._claims.append(RAN_DRY)
+                block.level = RAN_DRY
+                self._turn.notify_all()  # runs that waited for these first words go on
+
+    def _stop_above(self, level: int) -> None:
+        """Stop the model runs of a level above ``level`` going now (under the lock)."""
+        for options, of in list(self._stoppable.items()):
+            if of > level:
+                options.terminate = True
+                self.interrupted += 1
+                del self._stoppable[options]
+
+    def crowded(self, taken: int) -> bool:
+        """Other urgent work of the calling thread's claim's level or a lower one holds
+        cores beside it (a claim of ``taken``): a run on several threads goes on with one
+        (its claim still counts ``taken`` until its block ends)."""
+        level = self._level()
+        with self._lock:
+            return sum(other <= level for other in self._claims) > 1
 
     @contextmanager
     def ranked(self, rank: int) -> Iterator[None]:
@@ -179,9 +276,11 @@ class CpuUse:
             self._turn.wait_for(lambda: not self._more_urgent_than(rank), RANKED_PAUSE_MAX_S)
             self._held += 1
             self._ranks.append(rank)
+        block = self._enter(RAN_DRY + rank, claim=False)
         try:
             yield
         finally:
+            self._leave(block)
             with self._lock:
                 self._held -= 1
                 self._ranks.remove(rank)
@@ -190,6 +289,46 @@ class CpuUse:
     def _more_urgent_than(self, rank: int) -> bool:
         """Urgent work or a ranked run of a lower rank is going (under the lock)."""
         return bool(self._urgent) or any(other < rank for other in self._ranks)
+
+    @property
+    def may_stop_here(self) -> bool:
+        """The calling thread is inside a claim or ranked run a more urgent claim can stop."""
+        return self._level() > FIRST_WORDS
+
+    @contextmanager
+    def interruptible(self, options: Stoppable) -> Iterator[None]:
+        """Around one model run made with ``options`` inside a claim or ranked run of a level
+        below `FIRST_WORDS`'s: when a claim of a lower level that pauses background work
+        starts while it goes, its ``terminate`` is set, ONNX Runtime stops the run between two
+        nodes (tens of milliseconds) and raises, and `interrupted` counts it; the caller then
+        waits its turn (`wait_turn`) and runs it again. Elsewhere nothing is registered."""
+        if not self.may_stop_here:
+            yield
+            return
+        with self._lock:
+            self._stoppable[options] = self._level()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._stoppable.pop(options, None)
+
+    @property
+    def stoppable(self) -> int:
+        """Model runs going now that a more urgent claim would stop."""
+        with self._lock:
+            return len(self._stoppable)
+
+    def wait_turn(self) -> None:
+        """After a model run was stopped: wait, at most `RANKED_PAUSE_MAX_S`, while more
+        urgent work goes (a ranked run: any claim or a run of a lower rank; a claim: a claim
+        of a lower level)."""
+        level = self._level()
+        with self._lock:
+            if level > RAN_DRY:
+                self._turn.wait_for(lambda: not self._more_urgent_than(level - RAN_DRY), RANKED_PAUSE_MAX_S)
+            else:
+                self._turn.wait_for(lambda: min(self._claims, default=level) >= level, RANKED_PAUSE_MAX_S)
 
     def yield_to_urgent(self, timeout_s: float) -> bool:
         """Block while urgent work that asked for it holds cores, at most `timeout_s`:

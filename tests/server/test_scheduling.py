@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from tests.server.wire import WirePeer, until_zero, ws_url
+from tests.server.wire import WirePeer, metric, until_zero, ws_url
 
 from voicestream.bench.texts import BLOCK, FIRST_SENTENCE
 from voicestream.bench.transport import first_audio_s
@@ -147,3 +147,28 @@ async def test_sequential_session_reads_the_next_message_only_after_sending_the_
         answers[pipelined] = (await peer.answer()).last["type"]
         await peer.close()
     assert answers == {True: "synthesis_cancelled", False: "synthesis_complete"}
+
+
+LONG_FIRST_PIECE = (
+    "The travellers walked along the quiet river past the old mills and the narrow stone bridges "
+    "and the fields of barley where the farmers waved to them"
+)
+
+
+async def test_a_cancel_stops_the_model_run_of_its_piece_at_once(speech_server: str) -> None:
+    """A request cancelled after its first audio does not render the rest of its piece: the
+    model run going stops between two nodes (the server's own count, `voicestream_stopped_runs`),
+    so that its cores go at once to whoever waits (a barge-in's next answer)."""
+    before = await metric(speech_server, "voicestream_stopped_runs")
+    peer = await WirePeer.open(speech_server)
+    await peer.send({"text": LONG_FIRST_PIECE, "request_id": "long"})
+    async with asyncio.timeout(60):
+        while not isinstance(await peer.ws.recv(), bytes):
+            pass
+    await peer.send({"type": "cancel"})
+    async with asyncio.timeout(60):
+        while (frame := await peer.ws.recv()) and (isinstance(frame, bytes) or json.loads(frame)["type"] != "synthesis_cancelled"):
+            pass
+    await peer.close()
+    await until_zero(speech_server, "voicestream_queue_depth", "voicestream_rendering_pieces")
+    assert await metric(speech_server, "voicestream_stopped_runs") == before + 1

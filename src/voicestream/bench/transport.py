@@ -189,7 +189,8 @@ async def first_audio_beside_monologues(
     idle = []
     for _ in range(trials):
         # by the server's own accounting: the trial before was cancelled after its first
-        # sound with the rest of its window rendering; bounded, a busy server is measured busy
+        # sound (its run stops at once, but the server ends it on its loop); bounded, a busy
+        # server is measured busy
         await until_idle(base_url, 10.0, ("voicestream_rendering_pieces", "voicestream_queue_depth"), poll_s=0.05)
         idle.append(await first_sound(url, text))
         await asyncio.sleep(TRIAL_PAUSE_S)

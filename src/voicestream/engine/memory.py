@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import itertools
 import logging
 import os
 import threading
@@ -35,6 +36,8 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
+
+from voicestream.cpus import CPU_USE
 
 if TYPE_CHECKING:
     import numpy as np
@@ -102,14 +105,19 @@ class Renewable(Protocol):
 
 @functools.cache
 def _shrinking_run_options() -> ort.RunOptions:
+    """`new_run_options` made once: every run that cannot be stopped shares it."""
+    return new_run_options()
+
+
+def new_run_options() -> ort.RunOptions:
     """Run options that hand the CPU arena's memory back after each run.
 
     ONNX Runtime's arena keeps the largest buffers each input length ever needed, so a
     server's memory only ratcheted up with every new sentence length (measured, two passes
     over four texts: 407 -> 1,196 MB); shrinking after each run keeps it flat (433 -> 434 MB)
     at the arena's speed within a run (CPU time 45.0 s against 41.2 s, within this machine's
-    noise; no arena at all cost 61.6 s; a one-off script, not a bench). Made once: every
-    run shares it. See docs/RELIABILITY.md.
+    noise; no arena at all cost 61.6 s; a one-off script, not a bench). See
+    docs/RELIABILITY.md.
     """
     import onnxruntime as ort
 
@@ -290,7 +298,90 @@ IDLE_RELEASE = IdleRelease(_release_after_s(), _configured(RENEW_ABOVE_ENV, DEFA
 """The process's one idle release: every engine's runs are counted by it."""
 
 
+MAX_INTERRUPTIONS = 2
+"""How often one model run may be stopped for a more urgent one (`voicestream.cpus.CpuUse.interruptible`)
+before it is made without stopping: each stop throws its work away."""
+
+
+class RunStopped(Exception):
+    """A model run was stopped because what it renders is no longer wanted (`RunStop.stop`)."""
+
+
+class RunStop:
+    """Stops, at once, the model runs made under it (`stopping`): a request that ended while
+    its piece renders frees the cores between two nodes, not when the run would have ended."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._going: set[ort.RunOptions] = set()
+        self.stopped = False
+
+    @property
+    def going(self) -> int:
+        """Runs going under it now."""
+        with self._lock:
+            return len(self._going)
+
+    def stop(self) -> None:
+        """Stop the runs going under it now, and every later one before it starts."""
+        with self._lock:
+            self.stopped = True
+            for options in self._going:
+                options.terminate = True
+
+    @contextlib.contextmanager
+    def covering(self, options: ort.RunOptions) -> Iterator[None]:
+        with self._lock:
+            if self.stopped:
+                raise RunStopped("the run's request ended before it started")
+            self._going.add(options)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._going.discard(options)
+
+
+_thread_stop = threading.local()
+
+
+@contextlib.contextmanager
+def stopping(stop: RunStop) -> Iterator[None]:
+    """The calling thread's model runs in the block can be stopped by ``stop``: `run` raises
+    `RunStopped` for them."""
+    _thread_stop.stop = stop
+    try:
+        yield
+    finally:
+        del _thread_stop.stop
+
+
 def run(session: ort.InferenceSession, outputs: Sequence[str] | None, feed: dict[str, np.ndarray]) -> list:
-    """One model run, with ONNX Runtime's arena shrunk after it, counted by `IDLE_RELEASE`."""
+    """One model run, with ONNX Runtime's arena shrunk after it, counted by `IDLE_RELEASE`.
+
+    Inside a ranked run or a claim below first words (`voicestream.cpus.CpuUse.interruptible`)
+    the run can be stopped by a more urgent claim of the cores; it is then made again, the same
+    inputs giving the same output, after its wait (`CpuUse.wait_turn`), at most
+    `MAX_INTERRUPTIONS` times. Inside `stopping`, a stop raises `RunStopped`."""
+    stop: RunStop | None = getattr(_thread_stop, "stop", None)
     with IDLE_RELEASE.running(session):
-        return session.run(outputs, feed, _shrinking_run_options())
+        for attempt in itertools.count():
+            interruptible = attempt < MAX_INTERRUPTIONS and CPU_USE.may_stop_here
+            if not interruptible and stop is None:
+                return session.run(outputs, feed, _shrinking_run_options())
+            options = new_run_options()  # its own: its terminate stops this run alone
+            try:
+                with (
+                    CPU_USE.interruptible(options) if interruptible else contextlib.nullcontext(),
+                    stop.covering(options) if stop is not None else contextlib.nullcontext(),
+                ):
+                    return session.run(outputs, feed, options)
+            except RunStopped:
+                raise
+            except Exception:
+                if not options.terminate:  # a failure of the run itself, not a stop
+                    raise
+                if stop is not None and stop.stopped:
+                    raise RunStopped("the run's request ended while it rendered") from None
+            CPU_USE.wait_turn()
+        raise AssertionError("unreachable")

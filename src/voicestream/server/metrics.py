@@ -53,6 +53,16 @@ class ServerMetrics:
             "Windowed pieces left after a part for the scheduling policy to place on another "
             "worker (their listener's slack changed), since the server started.", registry=self.registry,
         )
+        self.stopped_runs = Gauge(
+            "voicestream_stopped_runs",
+            "Pieces whose model run was stopped mid-run because their request ended (a cancel, "
+            "a client gone), since the server started.", registry=self.registry,
+        )
+        self.interrupted_runs = Gauge(
+            "voicestream_interrupted_runs",
+            "Model runs stopped mid-run, and made again after a wait, because a more urgent "
+            "request's first words claimed the cores, since the process started.", registry=self.registry,
+        )
         self.sessions_closed = Counter(
             "voicestream_sessions_closed_total", "Sessions the server closed, by close code.", ["code"],
             registry=self.registry,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from voicestream.audio import AudioError, StreamEncoder, create_encoder
+from voicestream.cpus import CPU_USE
 from voicestream.engine import InvalidInputError, KokoroEngine
 from voicestream.protocol import (
     ErrorCode,
@@ -148,6 +149,8 @@ class SpeechService:
         metrics.peak_listener_bytes.set_function(lambda: self.scheduler.peak_listener_bytes)
         metrics.rendering_pieces.set_function(lambda: self.scheduler.rendering)
         metrics.moved_pieces.set_function(lambda: self.scheduler.moved_pieces)
+        metrics.stopped_runs.set_function(lambda: self.scheduler.stopped_runs)
+        metrics.interrupted_runs.set_function(lambda: CPU_USE.interrupted)
 
     @property
     def drained(self) -> bool:

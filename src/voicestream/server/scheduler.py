@@ -11,7 +11,11 @@ thread, and the first goes on with one from its next part); every other run has 
 at normal priority, and each of its parts waits, before it starts, up to a second while a
 more urgent run goes (first audio for a playing listener's urgent run; any urgent run for a
 yielding one; `CpuUse.ranked`): a wait, not a nice value, so that no other process's work
-can starve a run once it goes (a raised nice value cannot be lowered again). Least
+can starve a run once it goes (a raised nice value cannot be lowered again). A new
+request's first words stop, between two nodes, the model runs of lower levels going when
+they claim the cores (a ranked run, or a listener's that ran dry after its audio began),
+which are made again after their wait; a cancelled request's run stops at once
+(`voicestream.engine.memory.RunStop`). Least
 slack goes first; of listeners that run dry whatever renders, the least audio left, then the
 shortest render. A windowed piece is left after a part when the policy places its rest
 elsewhere (its listener now has slack in hand beside an urgent one, an urgent one with less
@@ -75,9 +79,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from voicestream.cpus import CPU_USE
+from voicestream.cpus import CPU_USE, FIRST_WORDS, RAN_DRY
 from voicestream.engine import KokoroEngine, Piece, RenderedPiece
 from voicestream.engine.alignment import offset_words
+from voicestream.engine.memory import RunStop, RunStopped, stopping
 from voicestream.engine.phonemes import MAX_PHONEMES
 from voicestream.protocol import ErrorCode, WordTiming
 from voicestream.server.job import (
@@ -140,9 +145,15 @@ class _Order:
     silent: bool
     """The listener hears nothing now and waits for this request: its plan cuts the first
     clause, and an urgent run pauses background work (the local LLM) while it renders."""
+    spoken: bool = False
+    """Some of the request's audio went out: its urgent claim is `RAN_DRY`'s, which a new
+    request's first words outrank (`voicestream.cpus.CpuUse.claim_urgent`)."""
     leave: threading.Event = field(default_factory=threading.Event)
     """Set by the loop: leave the windowed piece after the current part (the policy placed
     its rest elsewhere, or the request ended)."""
+    stop: RunStop = field(default_factory=RunStop)
+    """Stopped by the loop when the request ended: the model run going stops between two
+    nodes, so that the cores go at once to whoever is waiting (a barge-in's next answer)."""
 
 
 def _first_audio(order: _Order) -> bool:
@@ -188,6 +199,8 @@ class SynthesisScheduler:
         """The most rendered, unsent audio one listener has held (a metric: the budget's proof)."""
         self.moved_pieces = 0
         """Windowed pieces left after a part for the policy to place again (a metric)."""
+        self.stopped_runs = 0
+        """Pieces whose model run was stopped mid-run because their request ended (`_Order.stop`; a metric)."""
         self.reaped = 0
         """Requests the reaper ended because their listener was gone (a metric: leaks caught)."""
         self.on_reap: Callable[[SynthesisJob, JobState], None] | None = None
@@ -263,6 +276,7 @@ class SynthesisScheduler:
         self._tasks.clear()
         for running in self._running.values():
             running.order.leave.set()
+            running.order.stop.stop()
         for job in self._jobs:
             job.cancel()
         self._jobs.clear()
@@ -355,6 +369,7 @@ class SynthesisScheduler:
         for running in self._running.values():
             if running.order.job.finished:
                 running.order.leave.set()
+                running.order.stop.stop()
         decisions = decide(self._snapshot())
         jobs = {job.seq: job for job in self._jobs}
         heads: dict[int, SynthesisJob] = {}
@@ -368,7 +383,7 @@ class SynthesisScheduler:
         for start in decisions.starts:
             job = jobs[start.request]
             silent = job.listener.silent and heads[id(job.listener)] is job  # one rendering ahead is heard later
-            order = _Order(job, start.lane, start.windowed, silent)
+            order = _Order(job, start.lane, start.windowed, silent, spoken=job.audio_seconds > 0)
             leavable = job.unfinished is not None or start.windowed
             self._running[job] = _Running(order, _next_phonemes(job), leavable)
             job.rendering = True
@@ -527,11 +542,18 @@ class SynthesisScheduler:
                 hand_over(_Part(_encode(job, None, last=True), 0.0, True, [], 0))
                 return False
             unfinished = _Unfinished(replace(piece, windowed=order.windowed and self.engine.can_window))
-        if _first_audio(order):
-            with CPU_USE.claim_urgent(self.engine.max_threads) as threads:
-                left = self._render(order, unfinished, threads, hand_over, contextlib.nullcontext)
-        else:
-            left = self._render(order, unfinished, 1, hand_over, functools.partial(CPU_USE.ranked, RANKS[order.lane]))
+        try:
+            with stopping(order.stop):
+                if _first_audio(order):
+                    level = RAN_DRY if order.spoken else FIRST_WORDS
+                    with CPU_USE.claim_urgent(self.engine.max_threads, level=level) as threads:
+                        left = self._render(order, unfinished, threads, hand_over, contextlib.nullcontext)
+                else:
+                    each_part = functools.partial(CPU_USE.ranked, RANKS[order.lane])
+                    left = self._render(order, unfinished, 1, hand_over, each_part)
+        except RunStopped:  # the request ended: nothing of it is wanted any more
+            self.stopped_runs += 1
+            return False
         if not left and not unfinished.piece.last:
             job.upcoming = next(job.pieces, None)  # type: ignore[call-overload]
         return left
@@ -567,6 +589,8 @@ class SynthesisScheduler:
             data, seconds = _encode(job, rendered.audio, piece.last and not rendered.more), rendered.audio.size / self.engine.sample_rate
             words = offset_words(rendered.words, -unfinished.before) if unfinished.before else rendered.words
             hand_over(_Part(data, seconds, piece.last and not rendered.more, words, len(piece.phonemes)))
+            if seconds:
+                CPU_USE.words_out()
             if not rendered.more:
                 if not unfinished.moved and threads == claimed:  # else its time is two workers' or thread counts'
                     self.pace.record(len(piece.phonemes), job.speed, threads, time.perf_counter() - started)

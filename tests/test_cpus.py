@@ -238,22 +238,28 @@ def _holding(enter, use: CpuUse) -> tuple[_Options, threading.Event, threading.T
     return options, end, thread
 
 
-def test_first_words_stop_the_runs_of_every_lower_level_going_and_take_every_core() -> None:
-    """A new request's first words (a `FIRST_WORDS` claim) stop what runs beside them: a ranked
-    run and a listener's that ran dry (`RAN_DRY`); they take every core though that claim
-    holds some. Another `FIRST_WORDS` claim is not stopped, and a claim that does not pause
-    background work (its listener still hears audio) stops nothing."""
+def test_first_words_stop_other_listeners_runs_of_every_lower_level_going_and_take_every_core() -> None:
+    """A new request's first words (a `FIRST_WORDS` claim) stop what runs beside them for other
+    listeners: a ranked run and a listener's that ran dry (`RAN_DRY`); they take every core
+    though that claim holds some. Their own listener's runs, another `FIRST_WORDS` claim, and
+    anything when the claim does not pause background work (its listener still hears audio)
+    or is a `RAN_DRY` one (answers the cores cannot keep up with would stop each other's
+    runs in turn) are not stopped."""
     use = CpuUse()
-    ranked, ranked_end, ranked_thread = _holding(lambda: use.ranked(2), use)
+    ranked, ranked_end, ranked_thread = _holding(lambda: use.ranked(2, "other"), use)
+    own, own_end, own_thread = _holding(lambda: use.ranked(2, "newcomer"), use)
     dry, dry_end, dry_thread = _holding(lambda: use.claim_urgent(2, pause_background=False, level=RAN_DRY), use)
     first, first_end, first_thread = _holding(lambda: use.claim_urgent(2, pause_background=False), use)
     with use.claim_urgent(2, pause_background=False):
         pass
-    assert not (ranked.terminate or dry.terminate or first.terminate) and use.interrupted == 0
-    with use.claim_urgent(2) as taken:
+    with use.claim_urgent(2, level=RAN_DRY):
+        pass
+    assert not any(options.terminate for options in (ranked, own, dry, first)) and use.interrupted == 0
+    with use.claim_urgent(2, owner="newcomer") as taken:
         assert taken == 1  # a claim of its own level holds cores
-    assert use.interrupted == 2 and ranked.terminate and dry.terminate and not first.terminate
-    for end, thread in ((ranked_end, ranked_thread), (dry_end, dry_thread), (first_end, first_thread)):
+    assert use.interrupted == 2 and ranked.terminate and dry.terminate
+    assert not (own.terminate or first.terminate)
+    for end, thread in ((ranked_end, ranked_thread), (own_end, own_thread), (dry_end, dry_thread), (first_end, first_thread)):
         end.set()
         thread.join(10)
     with use.claim_urgent(2, level=RAN_DRY), use.claim_urgent(2) as beside_a_dry_one:

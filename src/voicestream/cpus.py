@@ -9,11 +9,12 @@ container limited to two cores on a 64-core host runs two model runs, not 64.
 LLM while it generates, model runs while they render): the speech scheduler gives a first
 chunk every core unless another first chunk holds them, and other runs one core each, ranked:
 each part of such a run waits a moment while a more urgent run of this process is going, and
-is never niced, so that work other processes do beside it cannot starve it. A model run of
-a lower level (a ranked run; a listener's that ran dry, against a new answer's first words)
-already going when a first chunk claims the cores is stopped (`CpuUse.interruptible`: ONNX
-Runtime's ``RunOptions.terminate``, checked between two nodes) and made again after its wait,
-so that the first chunk has the cores at once rather than when that run ends. The local LLM
+is never niced, so that work other processes do beside it cannot starve it. Another
+listener's model run of a lower level (a ranked run, or a claim whose listener ran dry after
+its audio began) already going when a new answer's first chunk claims the cores is stopped
+(`CpuUse.interruptible`: ONNX Runtime's ``RunOptions.terminate``, checked between two
+nodes) and made again after its wait, so that the first chunk has the cores at once rather
+than when that run ends. The local LLM
 pauses between tokens while a first chunk renders.
 """
 
@@ -121,6 +122,8 @@ class _Block:
 
     level: int
     claim: bool
+    owner: object
+    """Whose work it is (the speech scheduler: the listener); None: nobody's in particular."""
     outer: _Block | None
     ended: bool = False
 
@@ -131,8 +134,11 @@ class CpuUse:
     while a more urgent run goes) and urgent work (a first chunk, at normal priority).
 
     Every run has a level, lower going first: urgent claims `FIRST_WORDS` and `RAN_DRY`,
-    then the ranked runs (level ``RAN_DRY + rank``). A claim that pauses background work
-    stops each model run of a higher level going at that moment (`interruptible`)."""
+    then the ranked runs (level ``RAN_DRY + rank``). A `FIRST_WORDS` claim that pauses
+    background work stops each other owner's model run of a higher level going at that
+    moment (`interruptible`): a new answer's first words take the cores at once. A `RAN_DRY`
+    claim stops nothing: two answers the cores cannot keep up with would throw each other's
+    work away, turn and turn about."""
 
     def __init__(self) -> None:
         self._held = 0
@@ -149,8 +155,8 @@ class CpuUse:
         """Notified whenever urgent work or a ranked run ends."""
         self._thread_level = threading.local()
         """``.block``: the innermost claim or ranked run the calling thread is inside, if any."""
-        self._stoppable: dict[Stoppable, int] = {}
-        """The run options of the model runs going now that may be stopped, with their level."""
+        self._stoppable: dict[Stoppable, tuple[int, object]] = {}
+        """The run options of the model runs going now that may be stopped, with their level and owner."""
         self.interrupted = 0
         """Model runs stopped because a more urgent claim took the cores, since the start."""
 
@@ -178,7 +184,9 @@ class CpuUse:
                 self._held -= cores
 
     @contextmanager
-    def claim_urgent(self, cores: int, *, pause_background: bool = True, level: int = FIRST_WORDS) -> Iterator[int]:
+    def claim_urgent(
+        self, cores: int, *, pause_background: bool = True, level: int = FIRST_WORDS, owner: object = None
+    ) -> Iterator[int]:
         """Hold `cores` for urgent work until the block ends, or one core when other urgent
         work of its ``level`` or a lower one already holds some; yields how many were taken.
         A claim first waits, at most `RANKED_PAUSE_MAX_S`, while claims of a lower level go.
@@ -186,8 +194,9 @@ class CpuUse:
         Background work does not count against the claim: it runs niced, and ranked runs
         wait before their next part (`ranked`). With
         `pause_background` (a listener is waiting in silence) it also pauses in
-        `yield_to_urgent` where it can, and stops the model runs of a higher level going
-        now (`interruptible`), so the run gets every core to itself; without
+        `yield_to_urgent` where it can, and a `FIRST_WORDS` claim stops the model runs of
+        a higher level going now of other owners (``owner``; `interruptible`: its own listener's
+        work is not thrown away), so the run gets every core to itself; without
         (the listener still has audio playing) it goes on, since what it produces (the
         local LLM's next sentence) is needed next."""
         with self._lock:
@@ -197,9 +206,9 @@ class CpuUse:
             self._urgent += taken
             self._held += taken
             self._pausing += pause_background
-            if pause_background:
-                self._stop_above(level)
-        block = self._enter(level, claim=True)
+            if pause_background and level == FIRST_WORDS:
+                self._stop_above(level, owner)
+        block = self._enter(level, True, owner)
         try:
             yield taken
         finally:
@@ -214,9 +223,9 @@ class CpuUse:
                     self._calm.notify_all()
                 self._turn.notify_all()
 
-    def _enter(self, level: int, claim: bool) -> _Block:
+    def _enter(self, level: int, claim: bool, owner: object) -> _Block:
         """A block of ``level`` the calling thread is in now, inside the one it was in."""
-        block = _Block(level, claim, self._block())
+        block = _Block(level, claim, owner, self._block())
         self._thread_level.block = block
         return block
 
@@ -249,10 +258,11 @@ class CpuUse:
                 block.level = RAN_DRY
                 self._turn.notify_all()  # runs that waited for these first words go on
 
-    def _stop_above(self, level: int) -> None:
-        """Stop the model runs of a level above ``level`` going now (under the lock)."""
-        for options, of in list(self._stoppable.items()):
-            if of > level:
+    def _stop_above(self, level: int, owner: object) -> None:
+        """Stop the model runs of a level above ``level`` going now for other owners than
+        ``owner`` (under the lock)."""
+        for options, (of, whose) in list(self._stoppable.items()):
+            if of > level and (owner is None or whose is not owner):
                 options.terminate = True
                 self.interrupted += 1
                 del self._stoppable[options]
@@ -266,7 +276,7 @@ class CpuUse:
             return sum(other <= level for other in self._claims) > 1
 
     @contextmanager
-    def ranked(self, rank: int) -> Iterator[None]:
+    def ranked(self, rank: int, owner: object = None) -> Iterator[None]:
         """Hold one core for a one-thread run of ``rank`` (1 or more; urgent work is rank 0).
         The run first waits, at most `RANKED_PAUSE_MAX_S`, while urgent work or a run of a
         lower rank goes in this process, then starts whatever goes. It yields by waiting,
@@ -276,7 +286,7 @@ class CpuUse:
             self._turn.wait_for(lambda: not self._more_urgent_than(rank), RANKED_PAUSE_MAX_S)
             self._held += 1
             self._ranks.append(rank)
-        block = self._enter(RAN_DRY + rank, claim=False)
+        block = self._enter(RAN_DRY + rank, False, owner)
         try:
             yield
         finally:
@@ -298,15 +308,17 @@ class CpuUse:
     @contextmanager
     def interruptible(self, options: Stoppable) -> Iterator[None]:
         """Around one model run made with ``options`` inside a claim or ranked run of a level
-        below `FIRST_WORDS`'s: when a claim of a lower level that pauses background work
-        starts while it goes, its ``terminate`` is set, ONNX Runtime stops the run between two
+        below `FIRST_WORDS`'s: when another owner's `FIRST_WORDS` claim that pauses background
+        work starts while it goes, its ``terminate`` is set, ONNX Runtime stops the run between two
         nodes (tens of milliseconds) and raises, and `interrupted` counts it; the caller then
         waits its turn (`wait_turn`) and runs it again. Elsewhere nothing is registered."""
         if not self.may_stop_here:
             yield
             return
         with self._lock:
-            self._stoppable[options] = self._level()
+            block = self._block()
+            assert block is not None  # may_stop_here
+            self._stoppable[options] = (block.level, block.owner)
         try:
             yield
         finally:

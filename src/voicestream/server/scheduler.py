@@ -12,9 +12,9 @@ at normal priority, and each of its parts waits, before it starts, up to a secon
 more urgent run goes (first audio for a playing listener's urgent run; any urgent run for a
 yielding one; `CpuUse.ranked`): a wait, not a nice value, so that no other process's work
 can starve a run once it goes (a raised nice value cannot be lowered again). A new
-request's first words stop, between two nodes, the model runs of lower levels going when
-they claim the cores (a ranked run, or a listener's that ran dry after its audio began),
-which are made again after their wait; a cancelled request's run stops at once
+request's first words stop, between two nodes, other listeners' model runs of lower levels
+going when they claim the cores (a ranked run, or a listener's that ran dry after its audio
+began), which are made again after their wait; a cancelled request's run stops at once
 (`voicestream.engine.memory.RunStop`). Least
 slack goes first; of listeners that run dry whatever renders, the least audio left, then the
 shortest render. A windowed piece is left after a part when the policy places its rest
@@ -546,10 +546,11 @@ class SynthesisScheduler:
             with stopping(order.stop):
                 if _first_audio(order):
                     level = RAN_DRY if order.spoken else FIRST_WORDS
-                    with CPU_USE.claim_urgent(self.engine.max_threads, level=level) as threads:
+                    claim = CPU_USE.claim_urgent(self.engine.max_threads, level=level, owner=job.listener)
+                    with claim as threads:
                         left = self._render(order, unfinished, threads, hand_over, contextlib.nullcontext)
                 else:
-                    each_part = functools.partial(CPU_USE.ranked, RANKS[order.lane])
+                    each_part = functools.partial(CPU_USE.ranked, RANKS[order.lane], job.listener)
                     left = self._render(order, unfinished, 1, hand_over, each_part)
         except RunStopped:  # the request ended: nothing of it is wanted any more
             self.stopped_runs += 1

@@ -116,7 +116,7 @@ first words outrank it, so that a new answer starts beside answers the cores can
 with (they degrade, the newcomer does not)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class _Block:
     """A claim or ranked run one thread is inside (`CpuUse.claim_urgent`, `CpuUse.ranked`)."""
 
@@ -149,7 +149,7 @@ class CpuUse:
         self._calm = threading.Condition(self._lock)
         self._ranks: list[int] = []
         """The rank of each one-thread run going (`ranked`)."""
-        self._claims: list[int] = []
+        self._claims: list[_Block] = []
         """The level of each urgent claim going (`claim_urgent`)."""
         self._turn = threading.Condition(self._lock)
         """Notified whenever urgent work or a ranked run ends."""
@@ -200,22 +200,21 @@ class CpuUse:
         (the listener still has audio playing) it goes on, since what it produces (the
         local LLM's next sentence) is needed next."""
         with self._lock:
-            self._turn.wait_for(lambda: min(self._claims, default=level) >= level, RANKED_PAUSE_MAX_S)
-            taken = cores if min(self._claims, default=level + 1) > level else 1
-            self._claims.append(level)
+            self._turn.wait_for(lambda: not self._outranked(level, owner), RANKED_PAUSE_MAX_S)
+            taken = cores if all(claim.level > level for claim in self._claims) else 1
+            block = self._enter(level, True, owner)
+            self._claims.append(block)
             self._urgent += taken
             self._held += taken
             self._pausing += pause_background
             if pause_background and level == FIRST_WORDS:
                 self._stop_above(level, owner)
-        block = self._enter(level, True, owner)
         try:
             yield taken
         finally:
-            with self._lock:
-                self._claims.remove(block.level)  # its level now (`words_out`)
             self._leave(block)
             with self._lock:
+                self._claims.remove(block)
                 self._urgent -= taken
                 self._held -= taken
                 self._pausing -= pause_background
@@ -253,8 +252,6 @@ class CpuUse:
         with self._lock:
             block = self._block()
             if block is not None and block.claim and block.level == FIRST_WORDS:
-                self._claims.remove(FIRST_WORDS)
-                self._claims.append(RAN_DRY)
                 block.level = RAN_DRY
                 self._turn.notify_all()  # runs that waited for these first words go on
 
@@ -273,7 +270,7 @@ class CpuUse:
         (its claim still counts ``taken`` until its block ends)."""
         level = self._level()
         with self._lock:
-            return sum(other <= level for other in self._claims) > 1
+            return sum(claim.level <= level for claim in self._claims) > 1
 
     @contextmanager
     def ranked(self, rank: int, owner: object = None) -> Iterator[None]:
@@ -331,16 +328,23 @@ class CpuUse:
         with self._lock:
             return len(self._stoppable)
 
-    def wait_turn(self) -> None:
-        """After a model run was stopped: wait, at most `RANKED_PAUSE_MAX_S`, while more
-        urgent work goes (a ranked run: any claim or a run of a lower rank; a claim: a claim
-        of a lower level)."""
-        level = self._level()
+    def wait_turn(self, stopped: bool = True) -> None:
+        """Before a model run that may be stopped (`interruptible`): wait, at most
+        `RANKED_PAUSE_MAX_S`, while another owner's first words go, so that nothing of a
+        lower level starts beside them (a claim's next window, a ranked run whose part waited
+        its longest before they came). After a run was ``stopped``, a ranked run first waits
+        as its part did when it began (`ranked`)."""
+        block = self._block()
+        if block is None:
+            return
         with self._lock:
-            if level > RAN_DRY:
-                self._turn.wait_for(lambda: not self._more_urgent_than(level - RAN_DRY), RANKED_PAUSE_MAX_S)
-            else:
-                self._turn.wait_for(lambda: min(self._claims, default=level) >= level, RANKED_PAUSE_MAX_S)
+            if stopped and block.level > RAN_DRY:
+                self._turn.wait_for(lambda: not self._more_urgent_than(block.level - RAN_DRY), RANKED_PAUSE_MAX_S)
+            self._turn.wait_for(lambda: not self._outranked(RAN_DRY, block.owner), RANKED_PAUSE_MAX_S)
+
+    def _outranked(self, level: int, owner: object) -> bool:
+        """Another owner's claim of a lower level than ``level`` is going (under the lock)."""
+        return any(claim.level < level and (owner is None or claim.owner is not owner) for claim in self._claims)
 
     def yield_to_urgent(self, timeout_s: float) -> bool:
         """Block while urgent work that asked for it holds cores, at most `timeout_s`:

@@ -298,7 +298,7 @@ IDLE_RELEASE = IdleRelease(_release_after_s(), _configured(RENEW_ABOVE_ENV, DEFA
 """The process's one idle release: every engine's runs are counted by it."""
 
 
-MAX_INTERRUPTIONS = 2
+MAX_INTERRUPTIONS = 4
 """How often one model run may be stopped for a more urgent one (`voicestream.cpus.CpuUse.interruptible`)
 before it is made without stopping: each stop throws its work away."""
 
@@ -360,28 +360,31 @@ def run(session: ort.InferenceSession, outputs: Sequence[str] | None, feed: dict
     """One model run, with ONNX Runtime's arena shrunk after it, counted by `IDLE_RELEASE`.
 
     Inside a ranked run or a claim below first words (`voicestream.cpus.CpuUse.interruptible`)
-    the run can be stopped by a more urgent claim of the cores; it is then made again, the same
-    inputs giving the same output, after its wait (`CpuUse.wait_turn`), at most
-    `MAX_INTERRUPTIONS` times. Inside `stopping`, a stop raises `RunStopped`."""
+    the run first waits while another listener's first words go (`CpuUse.wait_turn`), and
+    can be stopped by such first words claiming the cores; it is then made again, the same
+    inputs giving the same output, after the same wait, at most `MAX_INTERRUPTIONS` times.
+    Inside `stopping`, a stop raises `RunStopped`."""
     stop: RunStop | None = getattr(_thread_stop, "stop", None)
-    with IDLE_RELEASE.running(session):
-        for attempt in itertools.count():
-            interruptible = attempt < MAX_INTERRUPTIONS and CPU_USE.may_stop_here
-            if not interruptible and stop is None:
+    for attempt in itertools.count():
+        if CPU_USE.may_stop_here:
+            CPU_USE.wait_turn(stopped=attempt > 0)  # bounded: the last attempt waits too, then goes
+        interruptible = attempt < MAX_INTERRUPTIONS and CPU_USE.may_stop_here
+        if not interruptible and stop is None:
+            with IDLE_RELEASE.running(session):
                 return session.run(outputs, feed, _shrinking_run_options())
-            options = new_run_options()  # its own: its terminate stops this run alone
-            try:
-                with (
-                    CPU_USE.interruptible(options) if interruptible else contextlib.nullcontext(),
-                    stop.covering(options) if stop is not None else contextlib.nullcontext(),
-                ):
-                    return session.run(outputs, feed, options)
-            except RunStopped:
+        options = new_run_options()  # its own: its terminate stops this run alone
+        try:
+            with (
+                CPU_USE.interruptible(options) if interruptible else contextlib.nullcontext(),
+                stop.covering(options) if stop is not None else contextlib.nullcontext(),
+                IDLE_RELEASE.running(session),
+            ):
+                return session.run(outputs, feed, options)
+        except RunStopped:
+            raise
+        except Exception:
+            if not options.terminate:  # a failure of the run itself, not a stop
                 raise
-            except Exception:
-                if not options.terminate:  # a failure of the run itself, not a stop
-                    raise
-                if stop is not None and stop.stopped:
-                    raise RunStopped("the run's request ended while it rendered") from None
-            CPU_USE.wait_turn()
-        raise AssertionError("unreachable")
+            if stop is not None and stop.stopped:
+                raise RunStopped("the run's request ended while it rendered") from None
+    raise AssertionError("unreachable: the loop returns or raises")

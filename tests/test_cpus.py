@@ -264,7 +264,7 @@ def test_first_words_stop_other_listeners_runs_of_every_lower_level_going_and_ta
         thread.join(10)
     with use.claim_urgent(2, level=RAN_DRY), use.claim_urgent(2) as beside_a_dry_one:
         assert beside_a_dry_one == 2
-        assert use.crowded(2) is False  # the first words go on, on every core
+        assert use.crowded() is False  # the first words go on, on every core
     assert use.interrupted == 2
 
 

@@ -14,8 +14,7 @@ listener's model run of a lower level (a ranked run, or a claim whose listener r
 its audio began) already going when a new answer's first chunk claims the cores is stopped
 (`CpuUse.interruptible`: ONNX Runtime's ``RunOptions.terminate``, checked between two
 nodes) and made again after its wait, so that the first chunk has the cores at once rather
-than when that run ends. The local LLM
-pauses between tokens while a first chunk renders.
+than when that run ends. The local LLM pauses between tokens while a first chunk renders.
 """
 
 from __future__ import annotations
@@ -150,10 +149,10 @@ class CpuUse:
         self._ranks: list[int] = []
         """The rank of each one-thread run going (`ranked`)."""
         self._claims: list[_Block] = []
-        """The level of each urgent claim going (`claim_urgent`)."""
+        """Each urgent claim going, with its level and owner (`claim_urgent`)."""
         self._turn = threading.Condition(self._lock)
         """Notified whenever urgent work or a ranked run ends."""
-        self._thread_level = threading.local()
+        self._thread_block = threading.local()
         """``.block``: the innermost claim or ranked run the calling thread is inside, if any."""
         self._stoppable: dict[Stoppable, tuple[int, object]] = {}
         """The run options of the model runs going now that may be stopped, with their level and owner."""
@@ -225,7 +224,7 @@ class CpuUse:
     def _enter(self, level: int, claim: bool, owner: object) -> _Block:
         """A block of ``level`` the calling thread is in now, inside the one it was in."""
         block = _Block(level, claim, owner, self._block())
-        self._thread_level.block = block
+        self._thread_block.block = block
         return block
 
     def _leave(self, block: _Block) -> None:
@@ -235,10 +234,10 @@ class CpuUse:
         inner = self._block()
         while inner is not None and inner.ended:
             inner = inner.outer
-        self._thread_level.block = inner
+        self._thread_block.block = inner
 
     def _block(self) -> _Block | None:
-        return getattr(self._thread_level, "block", None)
+        return getattr(self._thread_block, "block", None)
 
     def _level(self) -> int:
         """The calling thread's level: its block's, else `FIRST_WORDS` (it is not stopped)."""
@@ -264,10 +263,10 @@ class CpuUse:
                 self.interrupted += 1
                 del self._stoppable[options]
 
-    def crowded(self, taken: int) -> bool:
+    def crowded(self) -> bool:
         """Other urgent work of the calling thread's claim's level or a lower one holds
-        cores beside it (a claim of ``taken``): a run on several threads goes on with one
-        (its claim still counts ``taken`` until its block ends)."""
+        cores beside it: a run on several threads goes on with one (its claim still counts
+        the cores it took until its block ends)."""
         level = self._level()
         with self._lock:
             return sum(claim.level <= level for claim in self._claims) > 1

@@ -499,7 +499,10 @@ class SynthesisScheduler:
             since = now
 
         pool = self._first_audio_pool if _first_audio(order) else self._ranked_pool
-        self.moved_pieces += await loop.run_in_executor(pool, self._render_next, order, hand_over)
+        try:
+            self.moved_pieces += await loop.run_in_executor(pool, self._render_next, order, hand_over)
+        except RunStopped:  # its request ended while the piece rendered (`_Order.stop`)
+            self.stopped_runs += 1
 
     def _hand_over(self, job: SynthesisJob, part: _Part, model_seconds: float) -> None:
         """Count a rendered part against its request and listener, and deliver it (on the loop)."""
@@ -531,7 +534,8 @@ class SynthesisScheduler:
         """The job's next piece (or the rest of one left after a part), each part encoded and
         handed over as it is made; then the piece after it is taken from the plan, so that the
         policy knows its length. True: the piece was left after a part, its rest on the job.
-        Runs in a worker thread; an urgent run claims every core it can."""
+        `RunStopped` once the request ended (`_Order.stop`). Runs in a worker thread; an
+        urgent run claims every core it can."""
         job = order.job
         unfinished: _Unfinished | None = job.unfinished  # type: ignore[assignment]
         job.unfinished = None
@@ -542,19 +546,15 @@ class SynthesisScheduler:
                 hand_over(_Part(_encode(job, None, last=True), 0.0, True, [], 0))
                 return False
             unfinished = _Unfinished(replace(piece, windowed=order.windowed and self.engine.can_window))
-        try:
-            with stopping(order.stop):
-                if _first_audio(order):
-                    level = RAN_DRY if order.spoken else FIRST_WORDS
-                    claim = CPU_USE.claim_urgent(self.engine.max_threads, level=level, owner=job.listener)
-                    with claim as threads:
-                        left = self._render(order, unfinished, threads, hand_over, contextlib.nullcontext)
-                else:
-                    each_part = functools.partial(CPU_USE.ranked, RANKS[order.lane], job.listener)
-                    left = self._render(order, unfinished, 1, hand_over, each_part)
-        except RunStopped:  # the request ended: nothing of it is wanted any more
-            self.stopped_runs += 1
-            return False
+        with stopping(order.stop):  # RunStopped once the request ended: nothing of it is wanted
+            if _first_audio(order):
+                level = RAN_DRY if order.spoken else FIRST_WORDS
+                claim = CPU_USE.claim_urgent(self.engine.max_threads, level=level, owner=job.listener)
+                with claim as threads:
+                    left = self._render(order, unfinished, threads, hand_over, contextlib.nullcontext)
+            else:
+                each_part = functools.partial(CPU_USE.ranked, RANKS[order.lane], job.listener)
+                left = self._render(order, unfinished, 1, hand_over, each_part)
         if not left and not unfinished.piece.last:
             job.upcoming = next(job.pieces, None)  # type: ignore[call-overload]
         return left
@@ -581,7 +581,7 @@ class SynthesisScheduler:
             beside this run: two runs on every core each fight over the cores, and both
             listeners fall silent."""
             nonlocal threads
-            if threads > 1 and CPU_USE.crowded(claimed):
+            if threads > 1 and CPU_USE.crowded():
                 threads = 1
                 return 1
             return None

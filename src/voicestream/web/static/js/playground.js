@@ -10,7 +10,7 @@ import { fillVoices } from "./voices.js";
 import { placeWords, wordAt } from "./words.js";
 
 const SAMPLE_RATE = 24000;
-const LIVE_PAUSE_MS = 700;
+const live = { pauseMs: 700 }; // a pause in typing this long ends the utterance (settable from the console)
 const EXTENSIONS = { wav: "wav", mp3: "mp3", opus: "opus", aac: "m4a", flac: "flac", pcm16: "pcm" };
 const ui = Object.fromEntries(
   ["text", "speak", "live", "voice", "speed", "speed-value", "format", "download", "level", "status", "ttfa", "spoken"]
@@ -51,7 +51,7 @@ const socket = new SpeechSocket({
 async function ensurePlayer() {
   if (!player) {
     player = await PcmPlayer.create({ inputRate: SAMPLE_RATE });
-    window.voicestream = { player, requests }; // for the console and the browser tests
+    window.voicestream = { player, requests, live }; // for the console and the browser tests
     player.on("tag", ({ tag }) => heard(tag));
     player.on("position", ({ tag, seconds }) => highlight(tag, seconds));
     player.on("stall-start", () => { for (const id of requests.keys()) highlight(id, null); });
@@ -169,7 +169,7 @@ function onInput() {
   if (!ui.live.checked) return;
   clearTimeout(liveTimer);
   sendTyped().catch((error) => showError(error.message));
-  liveTimer = setTimeout(() => sendTyped({ final: true }).catch((error) => showError(error.message)), LIVE_PAUSE_MS);
+  liveTimer = setTimeout(() => sendTyped({ final: true }).catch((error) => showError(error.message)), live.pauseMs);
 }
 
 async function download() {

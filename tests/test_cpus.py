@@ -238,13 +238,14 @@ def _holding(enter, use: CpuUse) -> tuple[_Options, threading.Event, threading.T
     return options, end, thread
 
 
-def test_first_words_stop_other_listeners_runs_of_every_lower_level_going_and_take_every_core() -> None:
+def test_first_words_stop_other_listeners_runs_of_every_lower_level_going_and_take_every_core(monkeypatch) -> None:
     """A new request's first words (a `FIRST_WORDS` claim) stop what runs beside them for other
     listeners: a ranked run and a listener's that ran dry (`RAN_DRY`); they take every core
     though that claim holds some. Their own listener's runs, another `FIRST_WORDS` claim, and
     anything when the claim does not pause background work (its listener still hears audio)
     or is a `RAN_DRY` one (answers the cores cannot keep up with would stop each other's
     runs in turn) are not stopped."""
+    monkeypatch.setattr("voicestream.cpus.RANKED_PAUSE_MAX_S", 0.05)  # the RAN_DRY claim's wait for first words
     use = CpuUse()
     ranked, ranked_end, ranked_thread = _holding(lambda: use.ranked(2, "other"), use)
     own, own_end, own_thread = _holding(lambda: use.ranked(2, "newcomer"), use)

@@ -365,10 +365,11 @@ def run(session: ort.InferenceSession, outputs: Sequence[str] | None, feed: dict
     inputs giving the same output, after the same wait, at most `MAX_INTERRUPTIONS` times.
     Inside `stopping`, a stop raises `RunStopped`."""
     stop: RunStop | None = getattr(_thread_stop, "stop", None)
+    stoppable_here = CPU_USE.may_stop_here
     for attempt in itertools.count():
-        if CPU_USE.may_stop_here:
+        if stoppable_here:
             CPU_USE.wait_turn(stopped=attempt > 0)  # bounded: the last attempt waits too, then goes
-        interruptible = attempt < MAX_INTERRUPTIONS and CPU_USE.may_stop_here
+        interruptible = stoppable_here and attempt < MAX_INTERRUPTIONS
         if not interruptible and stop is None:
             with IDLE_RELEASE.running(session):
                 return session.run(outputs, feed, _shrinking_run_options())

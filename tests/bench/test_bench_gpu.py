@@ -15,15 +15,20 @@ from voicestream.engine import KokoroEngine
 
 
 def test_gpu_bench_runs_on_the_cpu_with_int8(engine: KokoroEngine, tmp_path: Path, capsys) -> None:
-    report = measure_gpu(device="cpu", variants=("int8",), ladder=(1, 2), rounds=1, text="Hello there. Bye now.")
+    report = measure_gpu(
+        device="cpu", variants=("int8",), ladder=(1, 2), rounds=1, text="Hello there. Bye now.", windowed_rounds=1
+    )
 
-    placement, load, summary = report.tables
+    placement, windowed, load, summary = report.tables
     assert placement.rows[0][:2] == ["int8", "int8"]  # the profiled graph's quantized ops say int8
     assert placement.rows[0][2].startswith("CPUExecutionProvider: ") and placement.rows[0][3] == "all"
     assert load.column("sessions") == [1, 2] and load.column("requests") == [1, 2]
     assert load.column("errors") == [0, 0] and load.column("busy") == [0, 0]
     for audio_ms, sound_ms in zip(load.column("p50 first audio ms"), load.column("p50 first sound ms"), strict=True):
         assert sound_ms >= audio_ms > 0  # the first sound plays at or after the first byte
+    ((variant, whole_s, windows_s, whole_ms, first_ms, all_ms),) = windowed.rows
+    assert variant == "int8" and whole_s > 5 and abs(windows_s - whole_s) < 0.25  # the same speech, cut alike
+    assert 0 < first_ms < all_ms and whole_ms > 0
     assert summary.rows[0][1] == engine.files.model_path.name and 0 < summary.rows[0][2] < 20
 
     publish(report, tmp_path / "gpu.json", None)

@@ -2,7 +2,8 @@
 
 For each model variant: where its nodes run (ONNX Runtime's profiler names the provider of
 every node it ran, so a quantized op that CUDA lacks shows up on the CPU), the bare engine's
-real-time factor, then a closed-loop ladder of concurrent sessions against a real server
+real-time factor, the windowed path (a long first piece's first window against its whole
+render, and the lengths of both), then a closed-loop ladder of concurrent sessions against a real server
 on 127.0.0.1 (``bench load``'s sessions): p50/p95 of first audio and of the first audible
 sound, RTF, and the sessions one GPU holds with the first sound's p95 under the target.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import json
 import statistics
 import tempfile
@@ -26,6 +28,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from voicestream.bench.load import StepResult, ms_at, run_step
 from voicestream.bench.report import Chart, Report, Table, machine_context, progress
@@ -45,6 +49,12 @@ BUDGET_S = 270.0
 """Ladder steps that would start after this many seconds are skipped (and said to be)."""
 WARM_UP_TEXTS = ("Hi.", "A warm up sentence of some length, so that the kernels for longer inputs are ready too.")
 PROFILE_TEXT = "Where does every node of this model run?"
+WINDOWED_TEXT = (
+    "A first sentence long enough to be worth cutting into windows tells the listener about the weather "
+    "over the hills this morning and the long road home through the valley before the evening rain."
+)
+"""One long first piece: its first window against its whole render (the windowed path)."""
+WINDOWED_ROUNDS = 3
 
 
 class BenchRefused(Exception):
@@ -148,6 +158,48 @@ def _engine_rtf(engine: KokoroEngine, text: str) -> float:
     return (time.perf_counter() - started) / (audio.size / engine.sample_rate)
 
 
+@dataclass(frozen=True)
+class WindowedFirstAudio:
+    """A long first piece rendered whole and window by window on one engine (medians of rounds)."""
+
+    audio_s: float
+    whole_ms: float
+    first_window_ms: float
+    all_windows_ms: float
+    windows_audio_s: float
+    """The joined windows' length: the windows vocode the same front as the whole render,
+    with their silences cut as they come, so it is the whole render's within a few tens of ms."""
+
+
+def measure_windowed(engine: KokoroEngine, text: str = WINDOWED_TEXT, rounds: int = WINDOWED_ROUNDS) -> WindowedFirstAudio | None:
+    """The windowed path on ``engine``'s device (None where its graph cannot be cut): first
+    audio of the window that comes first, against the same piece rendered whole."""
+    if not engine.can_window:
+        return None
+    voice = engine.voices[0]
+    piece = dataclasses.replace(next(engine.plan(text, cut_first_clause=False)), windowed=False)
+    windowed = dataclasses.replace(piece, windowed=True)
+    whole_ms, first_ms, all_ms = [], [], []
+    for round_ in range(rounds + 1):  # the first round warms the kernels for these shapes
+        started = time.perf_counter()
+        whole = engine.render(piece, voice, 1.0)
+        whole_done = time.perf_counter()
+        parts = engine.render_parts(windowed, voice, 1.0)
+        first = next(parts)
+        first_done = time.perf_counter()
+        joined = np.concatenate([first.audio, *(part.audio for part in parts)])
+        all_done = time.perf_counter()
+        if round_ == 0:
+            continue
+        whole_ms.append((whole_done - started) * 1000)
+        first_ms.append((first_done - whole_done) * 1000)
+        all_ms.append((all_done - whole_done) * 1000)
+    return WindowedFirstAudio(
+        whole.size / engine.sample_rate, statistics.median(whole_ms), statistics.median(first_ms),
+        statistics.median(all_ms), joined.size / engine.sample_rate,
+    )
+
+
 def measure_gpu(
     device: str = "cuda",
     variants: Sequence[str] = GPU_VARIANTS,
@@ -158,6 +210,7 @@ def measure_gpu(
     model_dir: Path | None = None,
     allow_int8_cuda: bool = False,
     budget_s: float = BUDGET_S,
+    windowed_rounds: int = WINDOWED_ROUNDS,
 ) -> Report:
     """Measure each variant on ``device``; raises :class:`BenchRefused` before measuring if it cannot."""
     started = time.monotonic()
@@ -172,6 +225,11 @@ def measure_gpu(
         f"{rounds} times",
         ["variant", "sessions", "requests", "p50 first audio ms", "p95 first audio ms", "p50 first sound ms",
          "p95 first sound ms", "RTF median", "errors", "busy", f"p95 first sound ≤ {target_ms:,.0f} ms"],
+    )
+    windowed_table = Table(
+        f"The windowed path on {device}: one {len(WINDOWED_TEXT)}-character first piece, whole and window by window "
+        f"(medians of {windowed_rounds} after a warm-up)",
+        ["variant", "audio s whole", "audio s windows", "whole render ms", "first window ms", "all windows ms"],
     )
     summary = Table(
         f"Per variant on {device}",
@@ -189,6 +247,13 @@ def measure_gpu(
                 _cpu_ops_cell(placement),
             )
             rtf = _engine_rtf(engine, text)
+            if (windowed := measure_windowed(engine, rounds=windowed_rounds)) is not None:
+                windowed_table.add(
+                    variant, windowed.audio_s, windowed.windows_audio_s, windowed.whole_ms, windowed.first_window_ms,
+                    windowed.all_windows_ms,
+                )
+            else:
+                notes.append(f"{variant}: the graph could not be cut, so no windowed path")
             steps: list[StepResult] = []
             settings = ServerSettings(host="127.0.0.1", port=free_port(), max_sessions=max(ladder) * 2)
             with running_server(engine, settings) as base:
@@ -218,7 +283,7 @@ def measure_gpu(
         "ms", "concurrent sessions", kind="line",
     )
     return Report(
-        "gpu", [placement_table, load_table, summary], [chart],
+        "gpu", [placement_table, windowed_table, load_table, summary], [chart],
         context={**context, "device": device, "rounds": rounds, "target_p95_ms": target_ms,
                  "wall_s": round(time.monotonic() - started, 1)},
     )

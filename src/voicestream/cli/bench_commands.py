@@ -280,7 +280,8 @@ def bench_gpu(
     json_file: JsonFile = None,
     plot_file: PlotFile = None,
 ) -> None:
-    """fp16 and fp32 on CUDA in one run: node placement, engine RTF, p50/p95 first audible sound at
+    """fp16 and fp32 on CUDA in one run: node placement, engine RTF, the windowed path (a long first piece, whole and
+    window by window), p50/p95 first audible sound at
     1, 8 and 32 sessions, sessions per GPU at a 300 ms p95. `--device cpu --variant int8` runs it on the CPU."""
     from voicestream.bench.gpu import BenchRefused, measure_gpu
     from voicestream.bench.report import publish

@@ -26,13 +26,16 @@ export class PcmPlayer {
     this.clearing = []; // what each stop waits for: the worklet's answers come in order
     node.port.onmessage = (event) => {
       if (event.data.type === "cleared") this.clearing.shift()?.(event.data.played / inputRate);
+      // a position posted before the worklet took the clear: the clear's answer counts that audio
+      else if (event.data.type === "position" && this.clearing.length) return;
       else this.emit(event.data);
     };
   }
 
   /** `callback(message)` for "started" (`queuedSeconds` of audio queued when it started,
    * `ended` if the stream's end had come), "tag", "position" (`tag`, `seconds` into that tag's
-   * audio, as played), "stall-start", "stall-end", "drained". */
+   * audio, as played; none between a `stop` and the worklet's answer to it, as those describe
+   * audio from before the stop), "stall-start", "stall-end", "drained". */
   on(type, callback) {
     this.listeners.set(type, [...(this.listeners.get(type) ?? []), callback]);
   }

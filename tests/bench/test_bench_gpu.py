@@ -16,7 +16,8 @@ from voicestream.engine import KokoroEngine
 
 def test_gpu_bench_runs_on_the_cpu_with_int8(engine: KokoroEngine, tmp_path: Path, capsys) -> None:
     report = measure_gpu(
-        device="cpu", variants=("int8",), ladder=(1, 2), rounds=1, text="Hello there. Bye now.", windowed_rounds=1
+        device="cpu", variants=("int8",), ladder=(1, 2), rounds=1, text="Hello there. Bye now.", windowed_rounds=1,
+        windowed_text="A first piece long enough for a few windows of the vocoder to follow its first one.",
     )
 
     placement, windowed, load, summary = report.tables
@@ -27,7 +28,7 @@ def test_gpu_bench_runs_on_the_cpu_with_int8(engine: KokoroEngine, tmp_path: Pat
     for audio_ms, sound_ms in zip(load.column("p50 first audio ms"), load.column("p50 first sound ms"), strict=True):
         assert sound_ms >= audio_ms > 0  # the first sound plays at or after the first byte
     ((variant, whole_s, windows_s, whole_ms, first_ms, all_ms),) = windowed.rows
-    assert variant == "int8" and whole_s > 5 and abs(windows_s - whole_s) < 0.25  # the same speech, cut alike
+    assert variant == "int8" and whole_s > 3 and abs(windows_s - whole_s) < 0.25  # the same speech, cut alike
     assert 0 < first_ms < all_ms and whole_ms > 0
     assert summary.rows[0][1] == engine.files.model_path.name and 0 < summary.rows[0][2] < 20
 

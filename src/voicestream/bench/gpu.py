@@ -172,7 +172,8 @@ class WindowedFirstAudio:
 
 
 def measure_windowed(engine: KokoroEngine, text: str = WINDOWED_TEXT, rounds: int = WINDOWED_ROUNDS) -> WindowedFirstAudio | None:
-    """The windowed path on ``engine``'s device (None where its graph cannot be cut): first
+    """The windowed path on ``engine``'s device (None where the engine cannot window: its
+    graph was not cut, or its first window is 0): first
     audio of the window that comes first, against the same piece rendered whole, each on
     every thread the engine has (as the server renders a new listener's first piece)."""
     if not engine.can_window:

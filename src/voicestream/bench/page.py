@@ -20,6 +20,8 @@ the same answer under every setting.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import re
 import statistics
@@ -27,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from voicestream.bench.chaos import until_idle
 from voicestream.bench.chromium import SOUND_LEVEL, launch_chromium
 from voicestream.bench.e2e import LLM_MAX_TOKENS, LLM_SEED
 from voicestream.bench.report import Chart, Report, Table, machine_context, progress
@@ -51,8 +54,9 @@ SOUND_TIMEOUT_S = 120.0
 ANSWER_TIMEOUT_S = 180.0
 """How long an answer may play before it is stopped (a long answer is measured all the same)."""
 QUIET_TIMEOUT_MS = 2000
-SETTLE_MS = 5000
-"""After a stopped warm-up: longer than a piece's render and the LLM's stop on two cores."""
+IDLE_METRICS = ("voicestream_queue_depth", "voicestream_rendering_pieces")
+SETTLE_TIMEOUT_S = 60.0
+"""The most a stopped warm-up's last render may take to end on a loaded machine."""
 
 EAR = f"""
 window.__ear = {{ clickAt: null, soundAt: null, started: null, hooked: false }};
@@ -285,7 +289,7 @@ def measure_page(
                 opened[(window, buffer)] = page = pages.enter_context(
                     _page(browser, f"{agent_url}/?start_buffer_ms={buffer}")
                 )
-                _warm_up(page, asked[0])
+                _warm_up(page, asked[0], speech_url)
                 advance()
             for prompt in asked:
                 for window, buffer in settings:
@@ -330,15 +334,26 @@ ANSWER_OVER = """
 """The answer has played to its end, or the page shows an error."""
 
 
-def _warm_up(page: Page, prompt: str) -> None:
-    """One question, stopped once its audio plays: the player exists from here on. Then a
-    pause, so that the stopped answer's last render and tokens end before anything is
-    measured (without it the first measured question shared the CPU with them: 1.3 s more)."""
+def _warm_up(page: Page, prompt: str, speech_url: str) -> None:
+    """One question, stopped once its audio plays: the player exists from here on. Then
+    the speech server is waited for until it renders and queues nothing, so that the
+    stopped answer's last render ends before anything is measured (without a wait the first
+    measured question shared the CPU with it: 1.3 s more). The LLM stops at its next token
+    once the agent's turn is cancelled (`agent/local_llm.py`). A fixed 5 s pause did this
+    before, on every page, at any machine's speed."""
     page.fill("#prompt", prompt)
     page.click("#send")
     page.wait_for_selector("#answers article[data-ttfa-ms]", timeout=SOUND_TIMEOUT_S * 1000)
     page.click("#stop")
-    page.wait_for_timeout(SETTLE_MS)
+    _until_speech_server_idle(speech_url)
+
+
+def _until_speech_server_idle(speech_url: str) -> None:
+    """`until_idle` on its own event loop, in a thread: Playwright's sync API owns this one's."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waited = pool.submit(asyncio.run, until_idle(speech_url, SETTLE_TIMEOUT_S, IDLE_METRICS, poll_s=0.05)).result()
+    if waited is None:
+        raise RuntimeError(f"the speech server still rendered {SETTLE_TIMEOUT_S:g} s after the warm-up was stopped")
 
 
 def _ask(page: Page, window: int, buffer: int, prompt: str) -> PageTrial:

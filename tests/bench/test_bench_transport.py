@@ -55,18 +55,18 @@ def test_transport_bench_runs_on_tiny_inputs(replaying_engine: ReplayingEngine) 
     base64_json = faces.column("messages B per s")[1]  # Cartesia: the same audio as base64 in JSON
     assert base64_json > 4 / 3 * 48_000 and all(wire > 0 for wire in faces.column("on the wire B per s"))
     assert at_once.column("sessions") == [2, 3] and all(seconds > 0 for seconds in at_once.column("answer s"))
-    for answer_s, sessions, pace, floor_ms in zip(at_once.column("answer s"), at_once.column("sessions"),
-                                                  at_once.column("audio made s per s"),
-                                                  at_once.column("silent ms floor (the pace's)"), strict=True):
-        assert pace > 0 and floor_ms == pytest.approx(1000 * silence_floor_s(answer_s, sessions, pace))
+    columns = ("answer s", "sessions", "audio made s per s", "first audio ms (latest)", "silent ms floor (the last to end)")
+    for answer_s, sessions, pace, first_ms, floor_ms in zip(*map(at_once.column, columns), strict=True):
+        assert pace > 0 and floor_ms == pytest.approx(1000 * silence_floor_s(answer_s, sessions, pace, first_ms / 1000))
 
 
-def test_the_pace_sets_each_listeners_least_silence() -> None:
+def test_the_pace_sets_the_last_listeners_least_silence() -> None:
     """Stop 44's held-out figures: two one-thread renders made 1.71 s of audio a second for
-    two listeners of 26.4 s answers, who play 2.00: each is silent at least 4.5 s."""
-    assert silence_floor_s(26.4, 2, 1.71) == pytest.approx(4.477, abs=0.001)
-    assert silence_floor_s(26.4, 2, 2.63) == 0.0  # faster than the listeners: no floor
-    assert silence_floor_s(10.0, 3, 2.0) == pytest.approx(5.0)
+    two listeners of 26.4 s answers, who play 2.00: the last byte comes after 30.9 s, so the
+    listener it belongs to, its first audio at 0.9 s, is silent at least 3.6 s."""
+    assert silence_floor_s(26.4, 2, 1.71, 0.9) == pytest.approx(3.577, abs=0.001)
+    assert silence_floor_s(26.4, 2, 2.63, 0.9) == 0.0  # faster than the listeners: no floor
+    assert silence_floor_s(10.0, 3, 2.0, 1.0) == pytest.approx(4.0)
     finished = SpokenMessages(done_s=4.0, pcm16=bytes(int(2 * PCM16_BYTES_PER_S)))
     assert made_per_s([finished, SpokenMessages(done_s=5.0, pcm16=bytes(int(3 * PCM16_BYTES_PER_S)))]) == pytest.approx(1.0)
 

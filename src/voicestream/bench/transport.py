@@ -371,7 +371,7 @@ async def _answers_at_once(url: str, texts: TransportTexts, trials: int, advance
     table = Table(
         f"Long answers at once, one per session: each listener's silence after its first sound (medians of {trials})",
         ["sessions", "answer s", "first audio ms (latest)", "silent ms (least)", "silent ms (most)",
-         "silent ms (mean)", "audio made s per s", "silent ms floor (the pace's)"],
+         "silent ms (mean)", "audio made s per s", "silent ms floor (the last to end)"],
     )
     for sessions in (2, 3):
         runs: list[list[SpokenMessages]] = []
@@ -380,19 +380,19 @@ async def _answers_at_once(url: str, texts: TransportTexts, trials: int, advance
             advance()
         answer_s = statistics.median(len(run.pcm16) / PCM16_BYTES_PER_S for listeners in runs for run in listeners)
         pace = statistics.median(made_per_s(listeners) for listeners in runs)
+        latest_first_ms = _median_ms(runs, lambda listeners: max(run.first_audio_s[0] for run in listeners))
         table.add(
-            sessions, answer_s,
-            _median_ms(runs, lambda listeners: max(run.first_audio_s[0] for run in listeners)),
+            sessions, answer_s, latest_first_ms,
             _median_ms(runs, lambda listeners: min(run.stall_s for run in listeners)),
             _median_ms(runs, lambda listeners: max(run.stall_s for run in listeners)),
             _median_ms(runs, lambda listeners: statistics.mean(run.stall_s for run in listeners)),
-            pace, 1000 * silence_floor_s(answer_s, sessions, pace),
+            pace, 1000 * silence_floor_s(answer_s, sessions, pace, latest_first_ms / 1000),
         )
     table.note = (
         "two sessions: the goal is at most 250 ms each; three: all alike rather than one. Audio made s per s: "
-        "all the listeners' audio over the time from the sends to the last byte, the renders' pace together; "
-        "where it is under the number of listeners (each plays 1 s a second) silence cannot be avoided, and the "
-        "floor is each listener's least, answer × (listeners / pace − 1), however the renders are scheduled"
+        "all the listeners' audio over the time from the sends to the last byte, the renders' pace together. "
+        "Under the number of listeners (each plays 1 s a second), silence cannot be avoided at that pace: the "
+        "listener whose answer ends last is silent at least answer × listeners / pace − answer − first audio"
     )
     return table
 
@@ -402,12 +402,12 @@ def made_per_s(listeners: list[SpokenMessages]) -> float:
     return sum(len(run.pcm16) / PCM16_BYTES_PER_S for run in listeners) / max(run.done_s for run in listeners)
 
 
-def silence_floor_s(answer_s: float, listeners: int, pace: float) -> float:
-    """The least silence each of ``listeners`` hears while renders make ``pace`` seconds of
-    audio a second for all of them: the last byte of an ``answer_s`` answer comes after
-    ``answer_s × listeners / pace`` seconds, and its player has played ``answer_s`` by then
-    at most (the first audio's delay only adds to it)."""
-    return max(0.0, answer_s * (listeners / pace - 1))
+def silence_floor_s(answer_s: float, listeners: int, pace: float, first_audio_s: float) -> float:
+    """The least silence the listener whose answer ends last hears while renders make ``pace``
+    seconds of audio a second for all ``listeners``: its last byte comes ``answer_s ×
+    listeners / pace`` seconds after the sends, and by then its player, started at its
+    first audio (``first_audio_s`` at the latest), can have played ``answer_s`` at most."""
+    return max(0.0, answer_s * listeners / pace - answer_s - first_audio_s)
 
 
 def _median_ms(runs: list[list[SpokenMessages]], value: Callable[[list[SpokenMessages]], float]) -> float:

@@ -78,8 +78,9 @@ def bench_transport(
     plot_file: PlotFile = None,
 ) -> None:
     """First audio over the bidirectional session: block vs first sentence, pipelined vs sequential,
-    latency vs sentence mode (with WER), the reference's three sentences, contention; and each
-    streaming face (session, Cartesia, ElevenLabs, Deepgram) fed word by word: first audio, bytes per second."""
+    latency vs sentence mode (with WER), the reference's three sentences, contention; each
+    streaming face (session, Cartesia, ElevenLabs, Deepgram) fed word by word: first audio, bytes per second;
+    and long answers at once: each listener's silence, the renders' pace and the silence it forces."""
     from voicestream.bench.report import publish
     from voicestream.bench.transport import measure_transport
 

@@ -114,17 +114,19 @@ async def _chunks(job: SynthesisJob) -> list:
 
 
 class _SendRecorder:
-    """The real engine, recording what the scheduler sends into each piece's parts (a thread
-    count for the windows after a part, or None: go on as before)."""
+    """The real engine, recording the threads each piece starts on and what the scheduler
+    sends into its parts (a thread count for the windows after a part, or None: go on as before)."""
 
     def __init__(self, engine: KokoroEngine) -> None:
         self._engine = engine
         self.sent: list[int | None] = []
+        self.started_on: list[int] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
 
     def render_parts(self, *args: Any, **kwargs: Any) -> Generator[Any, int | None, None]:
+        self.started_on.append(args[3] if len(args) > 3 else kwargs.get("threads", 1))
         parts = self._engine.render_parts(*args, **kwargs)
         sent: int | None = None
         while True:
@@ -176,12 +178,15 @@ def test_a_first_audio_run_goes_on_with_one_thread_once_other_first_audio_claims
 @pytest.mark.parametrize("one_thread_s", [10.0, 1e-6], ids=["urgent", "in hand: yields"])
 async def test_a_playing_listeners_piece_is_windowed_whatever_its_slack(windowed: KokoroEngine, one_thread_s: float) -> None:
     """A listener 30 s from the end of its audio (so not silent: no first-clause cut, no
-    windows from the plan). A piece its one thread would not render in time is urgent, one
-    with slack in hand yields; both run on one thread, window by window (several chunks), so
-    that an urgent one's first part comes before the listener runs dry and a yielding one
-    can move up at a part. The pace (seconds a phoneme) is set, not measured, and 30 s is far
-    from any render time: nothing here races the machine."""
-    scheduler = SynthesisScheduler(windowed, workers=2)
+    windows from the plan). A piece its one thread would not render in time is urgent and
+    claims every core, as a silent listener's does (on one ranked thread, a second sentence
+    rendered slower than it played beside its own listener's render ahead: stop 45 in
+    docs/BENCHMARKS.md); one with slack in hand yields on one thread. Both go window by window
+    (several chunks), so that an urgent one's first part comes before the listener runs dry
+    and a yielding one can move up at a part. The pace (seconds a phoneme) is set, not
+    measured, and 30 s is far from any render time: nothing here races the machine."""
+    recorder = _SendRecorder(windowed)
+    scheduler = SynthesisScheduler(recorder, workers=2)  # type: ignore[arg-type]
     for threads in (1, windowed.max_threads):
         scheduler.pace.record(1, 1.0, threads, one_thread_s)
     listener = Listener()
@@ -194,5 +199,6 @@ async def test_a_playing_listeners_piece_is_windowed_whatever_its_slack(windowed
     finally:
         await scheduler.stop()
     assert len(spoken) > 1, spoken
+    assert recorder.started_on == [windowed.max_threads if one_thread_s > 1 else 1], recorder.started_on
     pieces = list(windowed.plan(LONE_SENTENCE, cut_first_clause=False))
     assert len(pieces) == 1 and not pieces[0].windowed  # one piece, whole by the plan

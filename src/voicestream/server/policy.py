@@ -4,8 +4,8 @@ One quantity drives it: a listener's **slack**, the audio it has left to play le
 predicted render (`voicestream.server.pace`) of the piece it needs next. `decide` is a pure
 function of a frozen `Snapshot` (no clock, threads or model); the scheduler applies it.
 - Slack on one thread not *in hand* (`MARGIN` of the render again): **urgent**; in hand: it
-  **yields**. A silent listener's urgent run has every core at normal priority; any other run
-  has one thread, ranked (`voicestream.cpus.CpuUse.ranked`: each part waits while a more urgent
+  **yields**. An urgent run has every core it can claim at normal priority; a yielding run
+  has one thread, ranked (`voicestream.cpus.CpuUse.ranked`: each part waits while an urgent
   run goes). Every piece is windowed, so that it moves up or aside at a part as slack changes.
 - Least slack first; listeners that run dry whatever renders go first, the least audio left,
   then the shortest render (answers beyond the cores degrade alike). A windowed run is left
@@ -30,8 +30,8 @@ against: room for the prediction's error and for runs that start beside it."""
 
 class Lane(Enum):
     URGENT = "urgent"
-    """A silent listener's run: normal priority, every core it can claim (`voicestream.cpus.CPU_USE`);
-    a playing listener's: one thread, each part waiting while first audio renders (`CpuUse.ranked`)."""
+    """Normal priority, every core it can claim (`voicestream.cpus.CPU_USE`); a silent
+    listener's first words outrank a playing listener's run, which pauses no background work."""
     YIELDING = "yielding"
     """One thread, each part waiting while an urgent run goes: it takes what urgent runs leave."""
 

@@ -5,16 +5,17 @@ slack: the audio it has left to play less the predicted render of the piece it n
 (`voicestream.server.pace`, from this server's own runs). A listener about to run dry is
 urgent, whether its piece is its first or its fifth; one with slack in hand yields. Every
 piece is vocoded window by window (`voicestream.engine.vocoder`), so that it can move at a
-part. Who gets the cores is ranked (`voicestream.cpus.CpuUse`): a silent listener's urgent
-run renders at normal priority on every core it can claim (a second one at once gets one
-thread, and the first goes on with one from its next part); every other run has one thread
-at normal priority, and each of its parts waits, before it starts, up to a second while a
-more urgent run goes (first audio for a playing listener's urgent run; any urgent run for a
-yielding one; `CpuUse.ranked`): a wait, not a nice value, so that no other process's work
-can starve a run once it goes (a raised nice value cannot be lowered again). A new
+part. Who gets the cores is ranked (`voicestream.cpus.CpuUse`): an urgent run renders at
+normal priority on every core it can claim (a second one at once gets one thread, and the
+first goes on with one from its next part), a silent listener's first words at a level above
+a playing listener's (which pauses no background work: the local LLM writes what it needs
+next); a yielding run has one thread at normal priority, and each of its parts waits, before
+it starts, up to a second while an urgent run goes (`CpuUse.ranked`): a wait, not a nice
+value, so that no other process's work can starve a run once it goes (a raised nice value
+cannot be lowered again). A new
 request's first words stop, between two nodes, other listeners' model runs of lower levels
-going when they claim the cores (a ranked run, or a listener's that ran dry after its audio
-began), which are made again after their wait; a cancelled request's run stops at once
+going when they claim the cores (a ranked run, or an urgent run of a listener that is
+playing or ran dry after its audio began), which are made again after their wait; a cancelled request's run stops at once
 (`voicestream.engine.memory.RunStop`). Least
 slack goes first; of listeners that run dry whatever renders, the least audio left, then the
 shortest render. A windowed piece is left after a part when the policy places its rest
@@ -119,11 +120,14 @@ class RenderFailed(JobFailed):
         super().__init__(ErrorCode.INTERNAL, message)
 
 
-RANKS = {Lane.URGENT: 1, Lane.YIELDING: 2}
-"""Per lane, the rank of a one-thread run (`CpuUse.ranked`): a playing listener about to run
-dry waits only for first audio (urgent work, `CpuUse.claim_urgent`); a piece with slack in
-hand waits for both. Nice values were tried instead (+15, +19): a run reniced beside other
-processes' work starved (a clean clone beside another suite: 5 failures, docs/BENCHMARKS.md)."""
+YIELDING_RANK = 2
+"""The rank of a yielding run's parts (`CpuUse.ranked`): each waits while urgent work goes.
+Urgent runs claim cores instead (`CpuUse.claim_urgent`); until stop 45 a playing listener's
+urgent run had one thread at rank 1, so its own listener's render ahead took the other core
+beside it after a second's wait, and a second sentence rendered slower than it played
+(docs/BENCHMARKS.md, "Stop 45"). Nice values were tried instead of ranks (+15, +19): a run
+reniced beside other processes' work starved (a clean clone beside another suite: 5
+failures, docs/BENCHMARKS.md)."""
 URGENT_SPARE = 1
 """Urgent workers beyond ``workers``, kept for a listener that outranks a running urgent run
 (`Snapshot.urgent_spare`): a new request's first words start at once beside monologues
@@ -156,9 +160,9 @@ class _Order:
     nodes, so that the cores go at once to whoever is waiting (a barge-in's next answer)."""
 
 
-def _first_audio(order: _Order) -> bool:
-    """An urgent run for a listener that hears nothing now: normal priority, every core it can claim."""
-    return order.lane is Lane.URGENT and order.silent
+def _claims_cores(order: _Order) -> bool:
+    """An urgent run: normal priority, every core it can claim (`CpuUse.claim_urgent`)."""
+    return order.lane is Lane.URGENT
 
 
 @dataclass
@@ -210,10 +214,10 @@ class SynthesisScheduler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.pace = RenderPace()
         """How long renders take here: the policy's prediction of each listener's slack."""
-        self._first_audio_pool = ThreadPoolExecutor(self.workers + URGENT_SPARE, thread_name_prefix="first-audio")
-        """Threads at normal priority for silent listeners' runs, which claim every core they can."""
+        self._urgent_pool = ThreadPoolExecutor(self.workers + URGENT_SPARE, thread_name_prefix="urgent")
+        """Threads at normal priority for urgent runs, which claim every core they can."""
         self._ranked_pool = ThreadPoolExecutor(2 * self.workers + URGENT_SPARE, thread_name_prefix="ranked")
-        """Threads that drive every other run, one thread each, each part after its wait (`CpuUse.ranked`)."""
+        """Threads that drive yielding runs, one thread each, each part after its wait (`CpuUse.ranked`)."""
 
     @property
     def max_queue(self) -> int:
@@ -280,7 +284,7 @@ class SynthesisScheduler:
         for job in self._jobs:
             job.cancel()
         self._jobs.clear()
-        self._first_audio_pool.shutdown(wait=False, cancel_futures=True)
+        self._urgent_pool.shutdown(wait=False, cancel_futures=True)
         self._ranked_pool.shutdown(wait=False, cancel_futures=True)
 
     # --- admission -------------------------------------------------------------------
@@ -498,7 +502,7 @@ class SynthesisScheduler:
             loop.call_soon_threadsafe(self._hand_over, job, part, now - since)
             since = now
 
-        pool = self._first_audio_pool if _first_audio(order) else self._ranked_pool
+        pool = self._urgent_pool if _claims_cores(order) else self._ranked_pool
         try:
             self.moved_pieces += await loop.run_in_executor(pool, self._render_next, order, hand_over)
         except RunStopped:  # its request ended while the piece rendered (`_Order.stop`)
@@ -547,13 +551,15 @@ class SynthesisScheduler:
                 return False
             unfinished = _Unfinished(replace(piece, windowed=order.windowed and self.engine.can_window))
         with stopping(order.stop):  # RunStopped once the request ended: nothing of it is wanted
-            if _first_audio(order):
-                level = RAN_DRY if order.spoken else FIRST_WORDS
-                claim = CPU_USE.claim_urgent(self.engine.max_threads, level=level, owner=job.listener)
+            if _claims_cores(order):
+                level = FIRST_WORDS if order.silent and not order.spoken else RAN_DRY
+                claim = CPU_USE.claim_urgent(
+                    self.engine.max_threads, pause_background=order.silent, level=level, owner=job.listener
+                )
                 with claim as threads:
                     left = self._render(order, unfinished, threads, hand_over, contextlib.nullcontext)
             else:
-                each_part = functools.partial(CPU_USE.ranked, RANKS[order.lane], job.listener)
+                each_part = functools.partial(CPU_USE.ranked, YIELDING_RANK, job.listener)
                 left = self._render(order, unfinished, 1, hand_over, each_part)
         if not left and not unfinished.piece.last:
             job.upcoming = next(job.pieces, None)  # type: ignore[call-overload]

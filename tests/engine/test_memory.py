@@ -82,7 +82,10 @@ def test_sessions_built_again_give_back_what_runs_at_once_kept(bursts: dict[str,
 
 def test_no_release_while_a_run_goes_on(quick_release: memory.IdleRelease) -> None:
     """A release waits for the last run to end and then for a quiet spell: a stream of pieces
-    never waits for one. One release per spell, however long it lasts."""
+    never waits for one. One release per spell, however long it lasts: a second one comes only
+    if something in this process asked for it after this test's run ended (the test worker's
+    other threads may: a clean clone once saw 40 releases against 39, from another test's
+    run or a freed session, `IdleRelease.asked`)."""
     count = quick_release.releases
     with quick_release.running():
         pass
@@ -90,9 +93,10 @@ def test_no_release_while_a_run_goes_on(quick_release: memory.IdleRelease) -> No
     with quick_release.running():
         time.sleep(QUIET_S * 3)  # longer than the spell, but a run is going on
         assert quick_release.releases == count
+    asked = quick_release.asked  # this test's runs are over: any later reason is another's
     count = releases_after(count)
     time.sleep(QUIET_S * 3)
-    assert quick_release.releases == count  # nothing ran since: nothing more to give back
+    assert quick_release.releases == count or quick_release.asked > asked, "a release no run asked for"
 
 
 def test_a_release_delay_that_is_not_a_number_falls_back_to_the_default(monkeypatch, caplog) -> None:

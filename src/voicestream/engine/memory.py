@@ -145,6 +145,9 @@ class IdleRelease:
         self.renew_after_s = renew_after_s
         self.renewals = 0
         """Times the registered engines' sessions were all built again."""
+        self.asked = 0
+        """Model runs ended and `release_soon` calls: each a reason for a release after it, so
+        that a test tells a release something in the process asked for from one out of nothing."""
         self._renewable: weakref.WeakSet[Renewable] = weakref.WeakSet()
         self._lowest: int | None = None  # the anonymous resident set, lowest after a release
         self._on_session: dict[int, int] = {}  # runs going on, by id() of their session
@@ -177,6 +180,7 @@ class IdleRelease:
             with self._changed:
                 self._running -= 1
                 self._events += 1
+                self.asked += 1
                 if session is not None:
                     self._on_session[key] -= 1
                     if not self._on_session[key]:
@@ -206,6 +210,7 @@ class IdleRelease:
         lets go of it (`renew_sessions` calls this from the session's finalizer)."""
         with self._changed:
             self._ran_since_release = True
+            self.asked += 1
             self._start_locked()
             self._changed.notify_all()
 

@@ -15,9 +15,8 @@ machine (a CI run failed the normalizer's 250 ms that way).
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from tests.thread_cpu import best_cpu_times
 
 from voicestream.engine.phonemes import MAX_ESPEAK_CHARS, Phonemizer
 
@@ -45,14 +44,8 @@ def test_a_long_text_has_the_phonemes_of_one_call(phonemizer: Phonemizer) -> Non
 
 @pytest.mark.parametrize("unit", ["1,1,", "a.a.", "e.g.", "a. ", "1. ", "[[a](x)"])
 def test_phonemizing_marks_is_linear(phonemizer: Phonemizer, unit: str) -> None:
-    def cpu_time(text: str) -> float:
-        start = time.thread_time()
-        phonemizer.phonemize(text)
-        return time.thread_time() - start
-
     eighth, whole = (unit * (2_500 // len(unit) + 1))[:2_500], (unit * (20_000 // len(unit) + 1))[:20_000]
     prose_text = (LONG_TEXT * (20_000 // len(LONG_TEXT) + 1))[:20_000]
-    rounds = [[cpu_time(text) for text in (eighth, whole, prose_text)] for _ in range(3)]  # in turn: noise hits all
-    small, big, prose = (min(times) for times in zip(*rounds, strict=True))
+    small, big, prose = best_cpu_times(phonemizer.phonemize, (eighth, whole, prose_text))  # in turn: noise hits all
     assert big < 20 * small + 0.05, f"{unit!r}: {small:.3f} s, then {big:.3f} s at eight times the length"
     assert big < 8 * prose + 0.05, f"{unit!r}: {big:.3f} s at 20 000 characters, against {prose:.3f} s for prose"

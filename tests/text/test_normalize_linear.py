@@ -23,11 +23,10 @@ bound was 250 ms.
 
 from __future__ import annotations
 
-import gc
-import time
 from collections.abc import Callable
 
 import pytest
+from tests.thread_cpu import best_cpu_times
 
 from voicestream.text import IncrementalSentenceChunker, normalize_for_speech
 from voicestream.text.schedule import SENTENCES, ChunkSchedule
@@ -113,28 +112,8 @@ def _text(name: str, length: int) -> str:
     return unit(length) if callable(unit) else _repeat(unit, length)
 
 
-def _cpu_times(work: Callable[[str], object], texts: tuple[str, ...], runs: int = 3) -> list[float]:
-    """The best CPU time of ``work`` on each text, the texts timed in turn ``runs`` times.
-
-    The garbage collector is off while ``work`` runs: a full collection walks every object of
-    the test process (the suite's engines, servers and modules), so whether one falls inside
-    a timed run depends on the rest of the session, not on the text (a clean clone once timed
-    "&" * 20 000 at 502 ms against 36 ms for a quarter of it, and 155 ms alone)."""
-    best = [float("inf")] * len(texts)
-    for _ in range(runs):
-        for index, text in enumerate(texts):
-            gc.disable()
-            try:
-                start = time.thread_time()
-                work(text)
-                best[index] = min(best[index], time.thread_time() - start)
-            finally:
-                gc.enable()
-    return best
-
-
 def _assert_linear(work: Callable[[str], object], name: str, length: int = MAX_CHARS) -> None:
-    small, big, prose = _cpu_times(work, (_text(name, length // 4), _text(name, length), _repeat(PROSE, length)))
+    small, big, prose = best_cpu_times(work, (_text(name, length // 4), _text(name, length), _repeat(PROSE, length)))
     assert big < 8 * small + SLACK_S, f"{name}: {small * 1000:.1f} ms, then {big * 1000:.1f} ms at four times the length"
     assert big < PROSE_FACTOR * prose + SLACK_S, (
         f"{name}: {big * 1000:.1f} ms at {length} characters, against {prose * 1000:.1f} ms for prose"

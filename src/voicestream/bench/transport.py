@@ -99,6 +99,11 @@ class SpokenMessages:
     """How long a player starting at the first byte would have been silent waiting for audio."""
     pcm16: bytes = b""
 
+    @property
+    def audio_s(self) -> float:
+        """Seconds of audio received."""
+        return len(self.pcm16) / PCM16_BYTES_PER_S
+
 
 async def speak_messages(url: str, messages: list[str]) -> SpokenMessages:
     """Send every message at once on a new session; time each one's first audio, and the end."""
@@ -378,7 +383,7 @@ async def _answers_at_once(url: str, texts: TransportTexts, trials: int, advance
         for _ in range(trials):
             runs.append(list(await asyncio.gather(*(speak_messages(url, [texts.long_answer]) for _ in range(sessions)))))
             advance()
-        answer_s = statistics.median(len(run.pcm16) / PCM16_BYTES_PER_S for listeners in runs for run in listeners)
+        answer_s = statistics.median(run.audio_s for listeners in runs for run in listeners)
         pace = statistics.median(made_per_s(listeners) for listeners in runs)
         latest_first_ms = _median_ms(runs, lambda listeners: max(run.first_audio_s[0] for run in listeners))
         table.add(
@@ -399,7 +404,7 @@ async def _answers_at_once(url: str, texts: TransportTexts, trials: int, advance
 
 def made_per_s(listeners: list[SpokenMessages]) -> float:
     """Seconds of audio the server made for all ``listeners`` per second, from the sends to the last byte."""
-    return sum(len(run.pcm16) / PCM16_BYTES_PER_S for run in listeners) / max(run.done_s for run in listeners)
+    return sum(run.audio_s for run in listeners) / max(run.done_s for run in listeners)
 
 
 def silence_floor_s(answer_s: float, listeners: int, pace: float, first_audio_s: float) -> float:

@@ -51,6 +51,35 @@ async def test_local_model_streams_through_a_strands_agent(local_llm):
     assert len(deltas) > 5 and "".join(deltas).strip()
 
 
+async def test_a_seeded_model_prefills_each_system_prompt_once_and_answers_alike() -> None:
+    """A seeded answer starts from the saved prefill of its system prompt: after the first
+    answer only the question's own tokens are evaluated (llama.cpp's counters), a new
+    language's system prompt is prefilled once, and the same question gets the same answer
+    after others. Before, every seeded answer evaluated its whole prompt afresh."""
+    import llama_cpp
+
+    model = create_model("local", max_tokens=8, seed=7, n_threads=1)
+    assert isinstance(model, LocalLlamaModel)
+    context = model._loaded()._ctx.ctx
+
+    async def evaluated(prompt: str, language: str = "en-us") -> tuple[int, str]:
+        llama_cpp.llama_perf_context_reset(context)
+        async with asyncio.timeout(60):
+            text = "".join([delta async for delta in stream_text(model, prompt, language)])
+        return llama_cpp.llama_perf_context(context).n_p_eval, text
+
+    first, first_text = await evaluated("What is a black hole?")
+    other, _ = await evaluated("Why is the sky blue?")
+    french, _ = await evaluated("Why is the sky blue?", "fr-fr")
+    again, again_text = await evaluated("What is a black hole?")
+
+    prefill = 40  # the English system prompt is about 60 tokens, French's more
+    assert first - other >= prefill, (first, other)  # the second answer did not prefill again
+    assert french - other >= prefill, (french, other)  # a new system prompt is prefilled once
+    assert first - again >= prefill, (first, again)
+    assert again_text == first_text and first_text
+
+
 async def test_closing_the_stream_stops_the_local_model(long_winded_llm):
     stream = stream_text(long_winded_llm, "Tell me a very long story about a dragon.")
     async with asyncio.timeout(60):

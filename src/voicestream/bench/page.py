@@ -93,10 +93,15 @@ TRIAL_FACTS = """
   const article = document.querySelector("#answers article");
   const view = window.voicestream.views.at(-1);
   const audio = view ? view.marks.find((mark) => mark.kind === "audio") : undefined;
+  const text = view ? view.marks.find((mark) => mark.kind === "text") : undefined;
+  const agent = view && view.agentEnd ? view.agentEnd : {};
   return {
     firstSoundMs: ear.soundAt === null ? null : ear.soundAt - ear.clickAt,
     ttfaMs: article && article.dataset.ttfaMs ? Number(article.dataset.ttfaMs) : null,
     firstChunkMs: audio ? audio.ms : null,
+    firstTextMs: text ? text.ms : null,
+    agentFirstTextMs: agent.ttft_ms ?? null,
+    agentFirstAudioMs: agent.ttfa_ms ?? null,
     stalls: article && article.dataset.stalls ? Number(article.dataset.stalls) : null,
     stallFigure: article ? article.querySelector("[data-figure=stalls]").textContent : "",
     queuedSeconds: ear.started ? ear.started.queuedSeconds : null,
@@ -125,6 +130,12 @@ class PageTrial:
     """`data-ttfa-ms`: the player's first sample, after the page's Send handler began."""
     first_chunk_ms: float | None
     """The first audio chunk's arrival in the page, on the same clock."""
+    first_text_ms: float | None
+    """The LLM's first text's arrival in the page, on the same clock."""
+    agent_first_text_ms: float | None
+    """`agent_end`'s `ttft_ms`: the LLM's first text, counted by the agent from its `agent_start`."""
+    agent_first_audio_ms: float | None
+    """`agent_end`'s `ttfa_ms`: the speech server's first audio reaching the agent, on the agent's clock."""
     queued_at_start_s: float | None
     """Audio the player held when its first sample played (the worklet's `started`)."""
     ended_at_start: bool | None
@@ -193,12 +204,19 @@ class PageReport:
         each = Table(
             "Every question",
             ["first window ms", "start buffer ms", "prompt", "first sound ms", "page first audio ms", "first chunk ms",
-             "queued at start ms", "stalls", "stalled ms", "stopped"],
+             "first text ms", "agent first text ms", "agent first audio ms", "queued at start ms", "stalls",
+             "stalled ms", "stopped"],
+            note=(
+                "first text and first chunk: their arrival in the page, after the click; agent first text and "
+                "first audio: the agent's own times (agent_end's ttft_ms and ttfa_ms), counted from its "
+                "agent_start, so the LLM's share and the speech server's show apart from the page's."
+            ),
         )
         for t in self.trials:
             each.add(
                 t.first_window_ms, t.start_buffer_ms, t.prompt, _round(t.first_sound_ms), _round(t.page_first_audio_ms),
-                _round(t.first_chunk_ms), _round(None if t.queued_at_start_s is None else 1000 * t.queued_at_start_s),
+                _round(t.first_chunk_ms), _round(t.first_text_ms), _round(t.agent_first_text_ms),
+                _round(t.agent_first_audio_ms), _round(None if t.queued_at_start_s is None else 1000 * t.queued_at_start_s),
                 t.stalls, round(t.stalled_ms), t.stopped,
             )
         report.tables.append(each)
@@ -378,6 +396,9 @@ def _ask(page: Page, window: int, buffer: int, prompt: str) -> PageTrial:
         first_sound_ms=facts["firstSoundMs"],
         page_first_audio_ms=facts["ttfaMs"],
         first_chunk_ms=facts["firstChunkMs"],
+        first_text_ms=facts["firstTextMs"],
+        agent_first_text_ms=facts["agentFirstTextMs"],
+        agent_first_audio_ms=facts["agentFirstAudioMs"],
         queued_at_start_s=facts["queuedSeconds"],
         ended_at_start=facts["endedAtStart"],
         stalls=facts["stalls"],

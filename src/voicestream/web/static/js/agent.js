@@ -214,6 +214,7 @@ async function runAnswer(view, request, signal, session) {
           answer.failed = true;
           throw new AgentError(event.code, event.message);
         case "agent_end":
+          view.agentEnd = event; // the agent's own times (ttft_ms, ttfa_ms), for bench page
           ended = true;
           break;
         default:

@@ -80,6 +80,27 @@ async def test_a_seeded_model_prefills_each_system_prompt_once_and_answers_alike
     assert again_text == first_text and first_text
 
 
+async def test_the_agent_warms_its_local_model_up_to_the_system_prompt() -> None:
+    """As the agent starts, its local model loads and evaluates the default system prompt
+    in a thread, so that the first answer (unseeded, as `voicestream agent` runs it)
+    evaluates only the question; before, it evaluated the whole prompt (about 75 tokens)."""
+    import llama_cpp
+
+    from voicestream.agent.app import AgentService, AgentSettings
+
+    model = create_model("local", max_tokens=4, n_threads=1)
+    AgentService(AgentSettings(speech_url="http://127.0.0.1:9"), model).warm_up()
+    warming = [thread for thread in threading.enumerate() if thread.name == "llm-load"]
+    for thread in warming:
+        thread.join(60)
+    assert warming and not any(thread.is_alive() for thread in warming)
+    context = model._loaded()._ctx.ctx
+    llama_cpp.llama_perf_context_reset(context)
+
+    assert "".join(await answer(model, "Why is the sky blue?"))
+    assert llama_cpp.llama_perf_context(context).n_p_eval < 30  # the question and its turn's marks
+
+
 async def test_closing_the_stream_stops_the_local_model(long_winded_llm):
     stream = stream_text(long_winded_llm, "Tell me a very long story about a dragon.")
     async with asyncio.timeout(60):

@@ -43,7 +43,7 @@ from strands.models import Model
 from voicestream.access import AccessPolicy, parse_names, protect
 from voicestream.agent.body_limit import BodyLimit
 from voicestream.agent.conversation import ConversationLimits, ConversationStore
-from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
+from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model, system_prompt
 from voicestream.agent.local_llm import DEFAULT_LOCAL_THREADS
 from voicestream.agent.realtime import RealtimeSocket, serve_realtime
 from voicestream.agent.runtime import (
@@ -213,14 +213,18 @@ class AgentService:
         self._lock = threading.Lock()
 
     def warm_up(self) -> None:
-        """Load the local model's weights in a thread, so the first answer need not wait."""
+        """Load the local model's weights and evaluate the default language's system prompt
+        in a thread, so that the first answer waits for neither (about 0.45 s here)."""
         load = getattr(self.llm, "load", None)
         if load is None:
             return
+        prefill = getattr(self.llm, "prefill", None)
 
         def load_quietly() -> None:
             try:
                 load()
+                if prefill is not None:
+                    prefill(system_prompt())
             except Exception:
                 logger.exception("the local LLM failed to load")
 

@@ -146,6 +146,14 @@ class LocalLlamaModel(Model):
         """Load the weights now (blocking, about 0.2 s); later calls return at once."""
         self._loaded()
 
+    def prefill(self, system_prompt: str) -> None:
+        """Evaluate `system_prompt` now (blocking, about 0.25 s here), so that the next answer
+        under it evaluates only its own messages: an unseeded one through llama.cpp's prefix
+        reuse, a seeded one from the saved state (`_SystemPrefills`)."""
+        chat = [{"role": "system", "content": system_prompt}]
+        with self._generate_lock:
+            self._prefills.restore(self._loaded(), chat, self.config.get("seed") or 0)
+
     def _loaded(self) -> Any:
         with self._load_lock:
             if self._llama is None:

@@ -30,6 +30,10 @@ def test_page_bench_hears_every_answer_and_holds_the_start_buffer(engine: Kokoro
         # the player reports its first sample after the chunk that carried it was pushed
         assert trial.page_first_audio_ms >= trial.first_chunk_ms - 1, trial
         assert trial.stalls is not None and trial.queued_at_start_s is not None, trial
+        # the text an answer's audio is made of comes first, in the page and in the agent
+        assert trial.first_text_ms is not None and trial.first_text_ms <= trial.first_chunk_ms, trial
+        assert trial.agent_first_text_ms is not None and trial.agent_first_audio_ms is not None, trial
+        assert trial.agent_first_text_ms <= trial.agent_first_audio_ms, trial
     unbuffered, buffered = report.trials
     assert unbuffered.queued_at_start_s > 0
     assert buffered.queued_at_start_s >= LONG_BUFFER_MS / 1000 or buffered.ended_at_start, buffered

@@ -38,7 +38,8 @@ async def answer(agent_or_model, prompt: str = PROMPT) -> list[str]:
 async def test_local_model_streams_text_deltas(local_llm):
     deltas = await answer(local_llm)
 
-    assert len(deltas) > 5 and all(deltas)
+    # unseeded, the answer may be one short sentence ("The sky is blue.": five deltas)
+    assert len(deltas) > 1 and all(deltas)
     assert len(deltas) <= local_llm.get_config()["max_tokens"]  # one delta per token, capped
     assert "sky" in "".join(deltas).lower()
 
@@ -48,7 +49,7 @@ async def test_local_model_streams_through_a_strands_agent(local_llm):
 
     deltas = await answer(agent)
 
-    assert len(deltas) > 5 and "".join(deltas).strip()
+    assert len(deltas) > 1 and "".join(deltas).strip()  # streamed, not one block (unseeded: may be short)
 
 
 async def test_a_seeded_model_prefills_each_system_prompt_once_and_answers_alike() -> None:
@@ -195,7 +196,7 @@ async def test_openai_provider_streams_from_a_compatible_server(openai_compatibl
 
     deltas = await answer(model)
 
-    assert len(deltas) > 5 and "".join(deltas).strip()
+    assert len(deltas) > 1 and "".join(deltas).strip()  # streamed, not one block (unseeded: may be short)
 
 
 def test_bedrock_provider_is_configured_without_calling_aws():

@@ -152,7 +152,7 @@ class LocalLlamaModel(Model):
         reuse, a seeded one from the saved state (`_SystemPrefills`)."""
         chat = [{"role": "system", "content": system_prompt}]
         with self._generate_lock:
-            self._prefills.restore(self._loaded(), chat, self.config.get("seed") or 0)
+            self._prefills.restore(self._loaded(), chat, self.config.get("seed"))
 
     def _loaded(self) -> Any:
         with self._load_lock:
@@ -317,7 +317,9 @@ class _SystemPrefills:
     def __init__(self) -> None:
         self._states: OrderedDict[str, Any] = OrderedDict()
 
-    def restore(self, llama: Any, chat: list[dict[str, str]], seed: int) -> None:
+    def restore(self, llama: Any, chat: list[dict[str, str]], seed: int | None) -> None:
+        """Put ``llama`` in the state right after ``chat``'s system prompt (made now if it
+        is new; ``seed`` as the answer's, None leaving an unseeded model's sampling as it was)."""
         system = chat[0]["content"] if chat and chat[0]["role"] == "system" else None
         if system is None:  # nothing shared to keep: evaluate the whole prompt afresh
             llama.reset()

@@ -191,6 +191,7 @@ async def test_a_caller_that_stops_reading_holds_the_answer_back(long_winded_llm
             first = [await anext(answer), await anext(answer)]  # agent_start, then the tasks run
             text = next(task for task in asyncio.all_tasks() if task.get_name() == "agent-text")
             while not _waits_for_room(text):
+                assert not text.done(), "the answer ended before it filled its queue"
                 await asyncio.sleep(0.05)
             events = first + [await anext(answer) for _ in range(EVENT_QUEUE_SIZE + 5)]
     finally:

@@ -319,7 +319,8 @@ class _SystemPrefills:
 
     def restore(self, llama: Any, chat: list[dict[str, str]], seed: int | None) -> None:
         """Put ``llama`` in the state right after ``chat``'s system prompt (made now if it
-        is new; ``seed`` as the answer's, None leaving an unseeded model's sampling as it was)."""
+        is new; with ``seed``, the answer's; None: an unseeded model draws its next seed, as for
+        any answer)."""
         system = chat[0]["content"] if chat and chat[0]["role"] == "system" else None
         if system is None:  # nothing shared to keep: evaluate the whole prompt afresh
             llama.reset()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import uvicorn
@@ -52,22 +52,28 @@ async def test_local_model_streams_through_a_strands_agent(local_llm):
     assert len(deltas) > 1 and "".join(deltas).strip()  # streamed, not one block (unseeded: may be short)
 
 
+def _prompt_tokens_counter(model: LocalLlamaModel) -> Callable[[], int]:
+    """llama.cpp's own count of prompt tokens evaluated by ``model``, from zero now."""
+    import llama_cpp
+
+    context = model._loaded()._ctx.ctx
+    llama_cpp.llama_perf_context_reset(context)
+    return lambda: llama_cpp.llama_perf_context(context).n_p_eval
+
+
 async def test_a_seeded_model_prefills_each_system_prompt_once_and_answers_alike() -> None:
     """A seeded answer starts from the saved prefill of its system prompt: after the first
     answer only the question's own tokens are evaluated (llama.cpp's counters), a new
     language's system prompt is prefilled once, and the same question gets the same answer
     after others. Before, every seeded answer evaluated its whole prompt afresh."""
-    import llama_cpp
-
     model = create_model("local", max_tokens=8, seed=7, n_threads=1)
     assert isinstance(model, LocalLlamaModel)
-    context = model._loaded()._ctx.ctx
 
     async def evaluated(prompt: str, language: str = "en-us") -> tuple[int, str]:
-        llama_cpp.llama_perf_context_reset(context)
+        counted = _prompt_tokens_counter(model)
         async with asyncio.timeout(60):
             text = "".join([delta async for delta in stream_text(model, prompt, language)])
-        return llama_cpp.llama_perf_context(context).n_p_eval, text
+        return counted(), text
 
     first, first_text = await evaluated("What is a black hole?")
     other, _ = await evaluated("Why is the sky blue?")
@@ -85,21 +91,19 @@ async def test_the_agent_warms_its_local_model_up_to_the_system_prompt() -> None
     """As the agent starts, its local model loads and evaluates the default system prompt
     in a thread, so that the first answer (unseeded, as `voicestream agent` runs it)
     evaluates only the question; before, it evaluated the whole prompt (about 75 tokens)."""
-    import llama_cpp
-
     from voicestream.agent.app import AgentService, AgentSettings
 
     model = create_model("local", max_tokens=4, n_threads=1)
+    assert isinstance(model, LocalLlamaModel)
     AgentService(AgentSettings(speech_url="http://127.0.0.1:9"), model).warm_up()
     warming = [thread for thread in threading.enumerate() if thread.name == "llm-load"]
     for thread in warming:
         thread.join(60)
     assert warming and not any(thread.is_alive() for thread in warming)
-    context = model._loaded()._ctx.ctx
-    llama_cpp.llama_perf_context_reset(context)
+    counted = _prompt_tokens_counter(model)
 
     assert "".join(await answer(model, "Why is the sky blue?"))
-    assert llama_cpp.llama_perf_context(context).n_p_eval < 30  # the question and its turn's marks
+    assert counted() < 30  # the question and its turn's marks
 
 
 async def test_closing_the_stream_stops_the_local_model(long_winded_llm):
@@ -196,7 +200,7 @@ async def test_openai_provider_streams_from_a_compatible_server(openai_compatibl
 
     deltas = await answer(model)
 
-    assert len(deltas) > 1 and "".join(deltas).strip()  # streamed, not one block (unseeded: may be short)
+    assert len(deltas) > 5 and "".join(deltas).strip()
 
 
 def test_bedrock_provider_is_configured_without_calling_aws():

@@ -303,3 +303,37 @@ def test_a_claim_whose_first_audio_went_out_is_outranked_by_new_first_words(monk
     thread.join(10)
     waiting.join(10)
     assert spoke.is_set()
+
+
+def test_first_words_on_one_core_leave_the_other_to_a_listener_whose_audio_began(monkeypatch) -> None:
+    """Two listeners start together: the first one's claim takes every core, the second's one
+    (a claim of its level holds cores). Once the first one's audio is out (`words_out`), its
+    next window goes on at once beside the second's first words, which hold one core of two:
+    waiting would leave that core idle (a 190 ms hole before each first listener's second
+    window in `bench transport`'s (b), docs/BENCHMARKS.md). First words that hold every core
+    still make it wait (the test above)."""
+    monkeypatch.setattr("voicestream.cpus.RANKED_PAUSE_MAX_S", 60.0)
+    use = CpuUse()
+    spoke, went, end = threading.Event(), threading.Event(), threading.Event()
+
+    def first_listener() -> None:
+        with use.claim_urgent(2, pause_background=False, owner="first"):
+            spoke.wait(10)
+            use.words_out()  # its first audio is out: RAN_DRY from here
+            use.wait_turn(stopped=False)  # before its next window
+            went.set()
+            end.wait(10)
+
+    thread = threading.Thread(target=first_listener)
+    thread.start()
+    try:
+        while use.urgent < 2:  # the first listener's claim holds every core
+            time.sleep(0.001)
+        with use.claim_urgent(2, pause_background=False, owner="second") as taken:
+            assert taken == 1
+            spoke.set()
+            assert went.wait(5)  # at once, not after the second's first words (60 s here)
+    finally:
+        spoke.set()
+        end.set()
+        thread.join(10)

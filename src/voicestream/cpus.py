@@ -125,6 +125,8 @@ class _Block:
     """Whose work it is (the speech scheduler: the listener); None: nobody's in particular."""
     outer: _Block | None
     ended: bool = False
+    taken: int = 0
+    """The cores a claim took (`CpuUse.claim_urgent`)."""
 
 
 class CpuUse:
@@ -149,7 +151,9 @@ class CpuUse:
         self._ranks: list[int] = []
         """The rank of each one-thread run going (`ranked`)."""
         self._claims: list[_Block] = []
-        """Each urgent claim going, with its level and owner (`claim_urgent`)."""
+        """Each urgent claim going, with its level, owner and cores taken (`claim_urgent`)."""
+        self._cores = 1
+        """The most cores a claim asked for: the threads a run may have, the machine's share."""
         self._turn = threading.Condition(self._lock)
         """Notified whenever urgent work or a ranked run ends."""
         self._thread_block = threading.local()
@@ -188,7 +192,8 @@ class CpuUse:
     ) -> Iterator[int]:
         """Hold `cores` for urgent work until the block ends, or one core when other urgent
         work of its ``level`` or a lower one already holds some; yields how many were taken.
-        A claim first waits, at most `RANKED_PAUSE_MAX_S`, while claims of a lower level go.
+        A claim first waits, at most `RANKED_PAUSE_MAX_S`, while claims of a lower level hold
+        every core (`_outranked`).
 
         Background work does not count against the claim: it runs niced, and ranked runs
         wait before their next part (`ranked`). With
@@ -199,9 +204,11 @@ class CpuUse:
         (the listener still has audio playing) it goes on, since what it produces (the
         local LLM's next sentence) is needed next."""
         with self._lock:
+            self._cores = max(self._cores, cores)
             self._turn.wait_for(lambda: not self._outranked(level, owner), RANKED_PAUSE_MAX_S)
             taken = cores if all(claim.level > level for claim in self._claims) else 1
             block = self._enter(level, True, owner)
+            block.taken = taken
             self._claims.append(block)
             self._urgent += taken
             self._held += taken
@@ -329,8 +336,8 @@ class CpuUse:
 
     def wait_turn(self, stopped: bool = True) -> None:
         """Before a model run that may be stopped (`interruptible`): wait, at most
-        `RANKED_PAUSE_MAX_S`, while another owner's first words go, so that nothing of a
-        lower level starts beside them (a claim's next window, a ranked run whose part waited
+        `RANKED_PAUSE_MAX_S`, while other owners' first words hold every core, so that
+        nothing of a lower level starts beside them (a claim's next window, a ranked run whose part waited
         its longest before they came). After a run was ``stopped``, a ranked run first waits
         as its part did when it began (`ranked`)."""
         block = self._block()
@@ -342,8 +349,13 @@ class CpuUse:
             self._turn.wait_for(lambda: not self._outranked(RAN_DRY, block.owner), RANKED_PAUSE_MAX_S)
 
     def _outranked(self, level: int, owner: object) -> bool:
-        """Another owner's claim of a lower level than ``level`` is going (under the lock)."""
-        return any(claim.level < level and (owner is None or claim.owner is not owner) for claim in self._claims)
+        """Other owners' claims of a lower level than ``level`` hold every core (under the
+        lock). A claim that took one thread beside another's first words leaves a core that
+        nothing else would use: two listeners that start together go on side by side once
+        the first one's audio is out, rather than the first one's next window waiting idle
+        for the second's first words (`bench transport`'s (b), docs/BENCHMARKS.md)."""
+        lower = (claim for claim in self._claims if claim.level < level and (owner is None or claim.owner is not owner))
+        return sum(claim.taken for claim in lower) >= self._cores
 
     def yield_to_urgent(self, timeout_s: float) -> bool:
         """Block while urgent work that asked for it holds cores, at most `timeout_s`:

@@ -17,6 +17,7 @@ from voicestream.server.policy import (
     Snapshot,
     Start,
     decide,
+    holds_start,
 )
 
 PACE = PaceTable(((1, 0.03), (2, 0.015)))
@@ -185,3 +186,21 @@ def test_a_request_waiting_past_stale_after_is_stale_unless_a_piece_was_taken() 
     decisions = decide(snapshot(listeners, requests, budgets=budgets))
     assert decisions.stale == {0, 3}
     assert [start.request for start in decisions.starts] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("one_thread", "held"),
+    [(0.03, False), (0.049, False), (0.055, True), (0.075, True)],
+    ids=["2.5x real time", "1.53x: just in hand", "1.36x", "real time"],
+)
+def test_a_first_part_is_held_for_the_second_when_one_thread_cannot_keep_its_slack_in_hand(
+    one_thread: float, held: bool
+) -> None:
+    """The second window is as long as the first, and renders while only the first plays: with
+    75 ms of audio a phoneme, a thread that renders a phoneme in 49 ms makes 0.5 s of audio in
+    about a third of a second, slack in hand by `MARGIN`; slower, the first part waits for the
+    second. Two threads' pace does not count: a crowded run goes on with one."""
+    pace = PaceTable(((1, one_thread), (2, 0.001)), audio_per_phoneme=0.075)
+    assert holds_start(0.5, pace, 1) is held
+    assert holds_start(0.5, pace, 2) is False
+    assert holds_start(0.0, pace, 1) is False  # a part with no audio is not what the listener waits for

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Generator
 from typing import Any
 
@@ -117,10 +118,12 @@ class _SendRecorder:
     """The real engine, recording the threads each piece starts on and what the scheduler
     sends into its parts (a thread count for the windows after a part, or None: go on as before)."""
 
-    def __init__(self, engine: KokoroEngine) -> None:
+    def __init__(self, engine: KokoroEngine, made: list[str] | None = None) -> None:
         self._engine = engine
         self.sent: list[int | None] = []
         self.started_on: list[int] = []
+        self.made = made
+        """Given: ``"made"`` is appended as each part is made."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
@@ -134,6 +137,8 @@ class _SendRecorder:
                 part = parts.send(sent)
             except StopIteration:
                 return
+            if self.made is not None:
+                self.made.append("made")
             sent = yield part
             self.sent.append(sent)
 
@@ -173,6 +178,45 @@ def test_a_first_audio_run_goes_on_with_one_thread_once_other_first_audio_claims
     narrowed = sent_into_first_piece(other_first_audio=True)
     assert narrowed[0] == 1 and set(narrowed[1:]) == {None}, narrowed
 
+
+
+@pytest.mark.parametrize(
+    ("other_first_words", "one_thread_s", "held"),
+    [(True, 10.0, True), (False, 10.0, False), (True, 1e-6, False)],
+    ids=["beside first words, slow thread: held", "alone: not held", "fast thread: not held"],
+)
+def test_a_silent_listeners_first_part_waits_for_its_second_beside_other_first_words(
+    windowed: KokoroEngine, other_first_words: bool, one_thread_s: float, held: bool
+) -> None:
+    """`holds_start`: a silent listener's first piece made beside another listener's first
+    words goes on with one thread; where one thread cannot render the second window with the
+    first part's slack in hand (the pace is set, not measured), the first part is handed over
+    only with the second, so that the listener does not fall silent after its first words
+    (`bench transport`'s (b): 434-457 ms of silence each without the hold, 0-90 ms with it,
+    docs/BENCHMARKS.md). Alone, or with a thread that keeps pace, each part goes at once.
+    Nothing is lost either way, and nothing races the machine: the order of what is made
+    and handed over is the assertion."""
+    log: list[str] = []
+    recorder = _SendRecorder(windowed, made=log)
+    scheduler = SynthesisScheduler(recorder, workers=1)  # type: ignore[arg-type]
+    for threads in (1, windowed.max_threads):
+        scheduler.pace.record(1, 1.0, threads, one_thread_s)
+    job = SynthesisJob(LONE_SENTENCE, "af_heart", 1.0, Listener())
+    job.pieces = windowed.plan(LONE_SENTENCE, cut_first_clause=True)
+    seconds: list[float] = []
+
+    def hand_over(part: _Part) -> None:
+        log.append("sent")
+        seconds.append(part.seconds)
+
+    beside = CPU_USE.claim_urgent(windowed.max_threads, owner="another listener") if other_first_words else None
+    with beside if beside is not None else contextlib.nullcontext():
+        assert not scheduler._render_next(_Order(job, Lane.URGENT, windowed=True, silent=True), hand_over)
+    piece = next(windowed.plan(LONE_SENTENCE, cut_first_clause=True))
+    expected = [p.audio.size / windowed.sample_rate for p in windowed.render_parts(piece, "af_heart", 1.0, 1)]
+    assert [s for s in seconds if s] == [s for s in expected if s] and len(expected) >= 3  # nothing lost
+    start = ["made", "made", "sent", "sent", "made", "sent"] if held else ["made", "sent", "made", "sent", "made", "sent"]
+    assert log[:6] == start, log
 
 
 @pytest.mark.parametrize("one_thread_s", [10.0, 1e-6], ids=["urgent", "in hand: yields"])

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 PRIOR_S_PER_PHONEME = 0.03
 """Before any run: about one two-core machine's single-threaded int8 render (2.0 s for an
 83-phoneme sentence, docs/BENCHMARKS.md); the first runs replace it."""
+PRIOR_AUDIO_S_PER_PHONEME = 0.056
+"""Before any run: one English phoneme's audio at speed 1 here (2.8 s of audio for 50 phonemes,
+4.6 s for 83: `bench transport`'s long answer); the first runs replace it."""
 WEIGHT = 0.3
 """How much each new run moves the estimate (an exponential moving average)."""
 
@@ -25,11 +28,27 @@ class PaceTable:
     """The estimates at one moment: seconds of rendering per phoneme at speed 1, per thread count."""
 
     per_phoneme: tuple[tuple[int, float], ...] = ()
+    audio_per_phoneme: float = PRIOR_AUDIO_S_PER_PHONEME
+    """Seconds of audio a phoneme makes at speed 1, from the runs so far."""
 
     def predict(self, phonemes: int, speed: float, threads: int) -> float:
         """Seconds a whole render of ``phonemes`` at ``speed`` on ``threads`` should take."""
-        rate = dict(self.per_phoneme).get(threads, PRIOR_S_PER_PHONEME)
-        return rate * phonemes / max(speed, 1e-3)
+        return self.rate(threads) * phonemes / max(speed, 1e-3)
+
+    def rate(self, threads: int) -> float:
+        """Seconds per phoneme at speed 1 on ``threads``. A thread count with no run yet is
+        predicted from the nearest that has one as if the work split evenly over the threads
+        (one thread measured 1.65 to 1.8 times two threads' time here: a little slow, never
+        fast); before any run, the prior."""
+        known = dict(self.per_phoneme)
+        if threads in known or not known:
+            return known.get(threads, PRIOR_S_PER_PHONEME)
+        nearest = min(known, key=lambda count: (abs(count - threads), count))
+        return known[nearest] * nearest / threads
+
+    def render_per_audio(self, threads: int) -> float:
+        """Seconds of rendering a second of audio takes on ``threads`` (the speed cancels out)."""
+        return self.rate(threads) / self.audio_per_phoneme
 
 
 class RenderPace:
@@ -38,22 +57,31 @@ class RenderPace:
 
     def __init__(self) -> None:
         self._per_phoneme: dict[int, float] = {}
+        self._audio_per_phoneme = PRIOR_AUDIO_S_PER_PHONEME
+        self._audio_known = False
         self._lock = threading.Lock()
 
     def table(self) -> PaceTable:
         """A frozen copy of the estimates, for the policy."""
         with self._lock:
-            return PaceTable(tuple(sorted(self._per_phoneme.items())))
+            return PaceTable(tuple(sorted(self._per_phoneme.items())), self._audio_per_phoneme)
 
     def predict(self, phonemes: int, speed: float, threads: int) -> float:
         """Seconds a whole render of ``phonemes`` at ``speed`` on ``threads`` should take."""
         return self.table().predict(phonemes, speed, threads)
 
-    def record(self, phonemes: int, speed: float, threads: int, seconds: float) -> None:
-        """A render of ``phonemes`` at ``speed`` on ``threads`` took ``seconds``."""
+    def record(self, phonemes: int, speed: float, threads: int, seconds: float, audio_s: float = 0.0) -> None:
+        """A render of ``phonemes`` at ``speed`` on ``threads`` took ``seconds`` and made
+        ``audio_s`` of audio (0: not known)."""
         if phonemes <= 0 or seconds <= 0:
             return
         observed = seconds * speed / phonemes
         with self._lock:
             known = self._per_phoneme.get(threads)
             self._per_phoneme[threads] = observed if known is None else known + WEIGHT * (observed - known)
+            if audio_s > 0:
+                made = audio_s * speed / phonemes
+                self._audio_per_phoneme = made if not self._audio_known else (
+                    self._audio_per_phoneme + WEIGHT * (made - self._audio_per_phoneme)
+                )
+                self._audio_known = True

@@ -13,6 +13,8 @@ function of a frozen `Snapshot` (no clock, threads or model); the scheduler appl
 - Once a request speaks, its listener's next one renders ahead (yielding) within the share;
   the request a listener needs renders while nothing is to be sent before it or within the
   share, and is stale after ``stale_after_s`` waiting with no piece taken.
+- A silent listener's first part, made beside other first words, waits for its second when
+  its slack on one thread would not be in hand for the next window (`holds_start`).
 """
 
 from __future__ import annotations
@@ -148,6 +150,19 @@ class Need:
 def in_hand(left_s: float, render_s: float) -> bool:
     """The slack ``left_s - render_s`` is in hand: the listener will not run dry."""
     return left_s - render_s >= MARGIN * render_s
+
+
+def holds_start(first_part_s: float, pace: PaceTable, threads: int) -> bool:
+    """Whether a silent listener's first part is held back until its second is made.
+
+    Windows grow (`voicestream.engine.vocoder.plan_windows`): the second is at least as long
+    as the first, so it renders while only the first plays. Where the run goes on with
+    ``threads`` that cannot render it with that slack in hand (one thread beside another
+    listener's first words, on a machine whose thread barely keeps pace), sending the first
+    part at once buys first audio with a silence at each seam, each longer than the last: the
+    listener who got a gap holds only the newest part while the next, as long as all before
+    it, renders. Held, the two parts go out together and the doubling windows keep pace."""
+    return first_part_s > 0 and not in_hand(first_part_s, first_part_s * pace.render_per_audio(threads))
 
 
 def need(request: RequestView, listener: ListenerView, snapshot: Snapshot) -> Need:

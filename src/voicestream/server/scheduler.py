@@ -95,7 +95,15 @@ from voicestream.server.job import (
     SynthesisJob,
 )
 from voicestream.server.pace import RenderPace
-from voicestream.server.policy import Budgets, Lane, ListenerView, RequestView, Snapshot, decide
+from voicestream.server.policy import (
+    Budgets,
+    Lane,
+    ListenerView,
+    RequestView,
+    Snapshot,
+    decide,
+    holds_start,
+)
 
 __all__ = [
     "Budgets", "BusyError", "JobFailed", "JobState", "Listener", "RenderFailed", "RenderedChunk", "RequestRejected",
@@ -592,22 +600,37 @@ class SynthesisScheduler:
                 return 1
             return None
 
+        held: list[_Part] = []  # a silent listener's first part, waiting for its second (`holds_start`)
         for rendered in _sending(unfinished.parts, send, narrowed, each_part):
             data, seconds = _encode(job, rendered.audio, piece.last and not rendered.more), rendered.audio.size / self.engine.sample_rate
             words = offset_words(rendered.words, -unfinished.before) if unfinished.before else rendered.words
-            hand_over(_Part(data, seconds, piece.last and not rendered.more, words, len(piece.phonemes)))
-            if seconds:
-                CPU_USE.words_out()
+            part = _Part(data, seconds, piece.last and not rendered.more, words, len(piece.phonemes))
+            if rendered.more and self._holds_start(order, unfinished, part):
+                held.append(part)
+            else:
+                for each in (*held, part):
+                    hand_over(each)
+                if seconds or held:
+                    CPU_USE.words_out()
+                held.clear()
             if not rendered.more:
                 if not unfinished.moved and threads == claimed:  # else its time is two workers' or thread counts'
-                    self.pace.record(len(piece.phonemes), job.speed, threads, time.perf_counter() - started)
+                    elapsed = time.perf_counter() - started
+                    self.pace.record(len(piece.phonemes), job.speed, threads, elapsed, unfinished.before + seconds)
                 return False
             unfinished.before += seconds
-            if order.leave.is_set():
+            if order.leave.is_set() and not held:
                 unfinished.moved = True
                 job.unfinished = unfinished
                 return True
         raise RuntimeError("the piece's parts ended before its last part")
+
+    def _holds_start(self, order: _Order, unfinished: _Unfinished, part: _Part) -> bool:
+        """The part is a silent listener's first, made beside another listener's first words,
+        and the policy holds it for the next (`holds_start`): on one thread, as the run goes on
+        once crowded (`CpuUse.crowded`)."""
+        first = order.silent and not order.spoken and unfinished.before == 0 and not unfinished.moved
+        return first and CPU_USE.crowded() and holds_start(part.seconds, self.pace.table(), 1)
 
 
 def _next_phonemes(job: SynthesisJob) -> int:

@@ -209,8 +209,8 @@ def test_a_silent_listeners_first_part_waits_for_its_second_beside_other_first_w
         log.append("sent")
         seconds.append(part.seconds)
 
-    beside = CPU_USE.claim_urgent(windowed.max_threads, owner="another listener") if other_first_words else None
-    with beside if beside is not None else contextlib.nullcontext():
+    beside = CPU_USE.claim_urgent(windowed.max_threads, pause_background=False, owner="another listener")
+    with beside if other_first_words else contextlib.nullcontext():
         assert not scheduler._render_next(_Order(job, Lane.URGENT, windowed=True, silent=True), hand_over)
     piece = next(windowed.plan(LONE_SENTENCE, cut_first_clause=True))
     expected = [p.audio.size / windowed.sample_rate for p in windowed.render_parts(piece, "af_heart", 1.0, 1)]

@@ -337,3 +337,36 @@ def test_first_words_on_one_core_leave_the_other_to_a_listener_whose_audio_began
         spoke.set()
         end.set()
         thread.join(10)
+
+
+def test_first_words_narrowed_to_one_thread_count_one_core(monkeypatch) -> None:
+    """The other order: the second listener's audio is out first while the first listener's
+    claim, which took every core, goes on with one thread (`narrowed`, as the scheduler's run
+    does once crowded): the second listener's next window goes on at once."""
+    monkeypatch.setattr("voicestream.cpus.RANKED_PAUSE_MAX_S", 60.0)
+    use = CpuUse()
+    claimed, narrow, went, end = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+
+    def second_listener() -> None:
+        with use.claim_urgent(2, pause_background=False, owner="second") as taken:
+            assert taken == 1
+            claimed.set()
+            narrow.wait(10)
+            use.words_out()
+            use.wait_turn(stopped=False)
+            went.set()
+            end.wait(10)
+
+    with use.claim_urgent(2, pause_background=False, owner="first") as taken:
+        assert taken == 2
+        thread = threading.Thread(target=second_listener)
+        thread.start()
+        try:
+            assert claimed.wait(5)
+            use.narrowed()
+            narrow.set()
+            assert went.wait(5)  # the first listener's first words hold one core now
+        finally:
+            narrow.set()
+            end.set()
+            thread.join(10)

@@ -261,6 +261,16 @@ class CpuUse:
                 block.level = RAN_DRY
                 self._turn.notify_all()  # runs that waited for these first words go on
 
+    def narrowed(self) -> None:
+        """The calling thread's claim goes on with one thread (`crowded`): it counts one core
+        towards the cores first words hold (`_outranked`), so that another listener's next
+        window does not wait idle for it."""
+        with self._lock:
+            block = self._block()
+            if block is not None and block.claim and block.taken > 1:
+                block.taken = 1
+                self._turn.notify_all()
+
     def _stop_above(self, level: int, owner: object) -> None:
         """Stop the model runs of a level above ``level`` going now for other owners than
         ``owner`` (under the lock)."""

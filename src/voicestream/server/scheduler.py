@@ -597,6 +597,7 @@ class SynthesisScheduler:
             nonlocal threads
             if threads > 1 and CPU_USE.crowded():
                 threads = 1
+                CPU_USE.narrowed()
                 return 1
             return None
 

@@ -125,8 +125,11 @@ class _Block:
     """Whose work it is (the speech scheduler: the listener); None: nobody's in particular."""
     outer: _Block | None
     ended: bool = False
+    cores: int = 0
+    """The cores a claim asked for: every core it may use (`CpuUse.claim_urgent`)."""
     taken: int = 0
-    """The cores a claim took (`CpuUse.claim_urgent`)."""
+    """The cores it holds: ``cores``, or one beside a claim of its level or a lower one, or
+    one once it goes on with one thread (`CpuUse.narrowed`)."""
 
 
 class CpuUse:
@@ -151,9 +154,7 @@ class CpuUse:
         self._ranks: list[int] = []
         """The rank of each one-thread run going (`ranked`)."""
         self._claims: list[_Block] = []
-        """Each urgent claim going, with its level, owner and cores taken (`claim_urgent`)."""
-        self._cores = 1
-        """The most cores a claim asked for: the threads a run may have, the machine's share."""
+        """Each urgent claim going, with its level, owner and cores (`claim_urgent`)."""
         self._turn = threading.Condition(self._lock)
         """Notified whenever urgent work or a ranked run ends."""
         self._thread_block = threading.local()
@@ -204,11 +205,10 @@ class CpuUse:
         (the listener still has audio playing) it goes on, since what it produces (the
         local LLM's next sentence) is needed next."""
         with self._lock:
-            self._cores = max(self._cores, cores)
             self._turn.wait_for(lambda: not self._outranked(level, owner), RANKED_PAUSE_MAX_S)
             taken = cores if all(claim.level > level for claim in self._claims) else 1
             block = self._enter(level, True, owner)
-            block.taken = taken
+            block.cores, block.taken = cores, taken
             self._claims.append(block)
             self._urgent += taken
             self._held += taken
@@ -359,13 +359,13 @@ class CpuUse:
             self._turn.wait_for(lambda: not self._outranked(RAN_DRY, block.owner), RANKED_PAUSE_MAX_S)
 
     def _outranked(self, level: int, owner: object) -> bool:
-        """Other owners' claims of a lower level than ``level`` hold every core (under the
-        lock). A claim that took one thread beside another's first words leaves a core that
+        """Other owners' claims of a lower level than ``level`` hold every core, as many as
+        they asked for (under the lock). A claim that took one thread beside another's first words leaves a core that
         nothing else would use: two listeners that start together go on side by side once
         the first one's audio is out, rather than the first one's next window waiting idle
         for the second's first words (`bench transport`'s (b), docs/BENCHMARKS.md)."""
-        lower = (claim for claim in self._claims if claim.level < level and (owner is None or claim.owner is not owner))
-        return sum(claim.taken for claim in lower) >= self._cores
+        lower = [claim for claim in self._claims if claim.level < level and (owner is None or claim.owner is not owner)]
+        return bool(lower) and sum(claim.taken for claim in lower) >= max(claim.cores for claim in lower)
 
     def yield_to_urgent(self, timeout_s: float) -> bool:
         """Block while urgent work that asked for it holds cores, at most `timeout_s`:

@@ -57,14 +57,15 @@ class RenderPace:
 
     def __init__(self) -> None:
         self._per_phoneme: dict[int, float] = {}
-        self._audio_per_phoneme = PRIOR_AUDIO_S_PER_PHONEME
-        self._audio_known = False
+        self._audio_per_phoneme: float | None = None
+        """None until a run says how much audio it made."""
         self._lock = threading.Lock()
 
     def table(self) -> PaceTable:
         """A frozen copy of the estimates, for the policy."""
         with self._lock:
-            return PaceTable(tuple(sorted(self._per_phoneme.items())), self._audio_per_phoneme)
+            audio = PRIOR_AUDIO_S_PER_PHONEME if self._audio_per_phoneme is None else self._audio_per_phoneme
+            return PaceTable(tuple(sorted(self._per_phoneme.items())), audio)
 
     def predict(self, phonemes: int, speed: float, threads: int) -> float:
         """Seconds a whole render of ``phonemes`` at ``speed`` on ``threads`` should take."""
@@ -75,13 +76,12 @@ class RenderPace:
         ``audio_s`` of audio (0: not known)."""
         if phonemes <= 0 or seconds <= 0:
             return
-        observed = seconds * speed / phonemes
         with self._lock:
-            known = self._per_phoneme.get(threads)
-            self._per_phoneme[threads] = observed if known is None else known + WEIGHT * (observed - known)
+            self._per_phoneme[threads] = _moved(self._per_phoneme.get(threads), seconds * speed / phonemes)
             if audio_s > 0:
-                made = audio_s * speed / phonemes
-                self._audio_per_phoneme = made if not self._audio_known else (
-                    self._audio_per_phoneme + WEIGHT * (made - self._audio_per_phoneme)
-                )
-                self._audio_known = True
+                self._audio_per_phoneme = _moved(self._audio_per_phoneme, audio_s * speed / phonemes)
+
+
+def _moved(known: float | None, observed: float) -> float:
+    """An estimate moved by `WEIGHT` of the way to a new observation (the first sets it)."""
+    return observed if known is None else known + WEIGHT * (observed - known)

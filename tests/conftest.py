@@ -86,6 +86,14 @@ def whole_pieces(engine: KokoroEngine) -> Iterator[KokoroEngine]:
         engine.first_window_s = saved
 
 
+@pytest.fixture
+def windowed_replays(windowed: KokoroEngine, replaying_engine: ReplayingEngine) -> ReplayingEngine:
+    """`windowed`, its pieces replayed once rendered (`tests.replaying`): for tests of what
+    the scheduler does with the parts (their order, hand-over, threads asked), not of the
+    render. A replayed part ignores a thread count sent in; tests of that take `windowed`."""
+    return replaying_engine
+
+
 @pytest.fixture(scope="session")
 def whisper():
     from voicestream.agent.speech_input import default_asr_model, load_whisper

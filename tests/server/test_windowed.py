@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tests.replaying import ReplayingEngine
 
 from voicestream.bench.texts import LONE_SENTENCE
 from voicestream.cpus import CPU_USE
@@ -19,8 +20,9 @@ from voicestream.server.policy import Lane
 from voicestream.server.scheduler import SynthesisScheduler, _Order, _Part
 
 
-async def test_the_first_piece_goes_out_window_by_window_with_its_words(windowed: KokoroEngine) -> None:
-    scheduler = SynthesisScheduler(windowed, workers=2)
+async def test_the_first_piece_goes_out_window_by_window_with_its_words(windowed_replays: ReplayingEngine) -> None:
+    windowed = windowed_replays  # the parts' order and words are the point, not the render
+    scheduler = SynthesisScheduler(windowed, workers=2)  # type: ignore[arg-type]
     scheduler.start()
     try:
         job = scheduler.submit(SynthesisJob(LONE_SENTENCE, "af_heart", 1.0, Listener(), word_timestamps=True))
@@ -79,16 +81,18 @@ async def test_a_windowed_piece_leaves_its_urgent_worker_to_a_listener_with_less
     assert first.state is second.state is JobState.DONE
 
 
-def test_a_piece_left_after_any_part_is_finished_by_the_next_worker(windowed: KokoroEngine) -> None:
+def test_a_piece_left_after_any_part_is_finished_by_the_next_worker(windowed_replays: ReplayingEngine) -> None:
     """Whichever part a worker leaves a windowed piece after, the next worker renders the
     rest: the parts' lengths are the windowed render's, none lost. The scheduler's render
     steps are called directly, the loop's decision stood for by setting the order's
-    ``leave`` after the chosen part (a leave after the second part once lost the rest)."""
+    ``leave`` after the chosen part (a leave after the second part once lost the rest). The
+    piece is rendered once and replayed for every leave: what is tested is the hand-over."""
+    windowed = windowed_replays
     piece = next(windowed.plan(LONE_SENTENCE, cut_first_clause=True))
     expected = [p.audio.size / windowed.sample_rate for p in windowed.render_parts(piece, "af_heart", 1.0, 2) if p.audio.size]
     assert piece.windowed and len(expected) >= 3
     for leave_after in range(1, len(expected)):
-        assert _left_after(windowed, leave_after) == expected, leave_after
+        assert _left_after(windowed, leave_after) == expected, leave_after  # type: ignore[arg-type]
 
 
 def _left_after(engine: KokoroEngine, leave_after: int) -> list[float]:
@@ -186,7 +190,7 @@ def test_a_first_audio_run_goes_on_with_one_thread_once_other_first_audio_claims
     ids=["beside first words, slow thread: held", "alone: not held", "fast thread: not held"],
 )
 def test_a_silent_listeners_first_part_waits_for_its_second_beside_other_first_words(
-    windowed: KokoroEngine, other_first_words: bool, one_thread_s: float, held: bool
+    windowed_replays: ReplayingEngine, other_first_words: bool, one_thread_s: float, held: bool
 ) -> None:
     """`holds_start`: a silent listener's first piece made beside another listener's first
     words goes on with one thread; where one thread cannot render the second window with the
@@ -195,9 +199,10 @@ def test_a_silent_listeners_first_part_waits_for_its_second_beside_other_first_w
     (`bench transport`'s (b): 434-457 ms of silence each without the hold, 0-90 ms with it,
     docs/BENCHMARKS.md). Alone, or with a thread that keeps pace, each part goes at once.
     Nothing is lost either way, and nothing races the machine: the order of what is made
-    and handed over is the assertion."""
+    and handed over is the assertion, so the piece is rendered once and replayed after."""
+    windowed = windowed_replays
     log: list[str] = []
-    recorder = _SendRecorder(windowed, made=log)
+    recorder = _SendRecorder(windowed, made=log)  # type: ignore[arg-type]
     scheduler = SynthesisScheduler(recorder, workers=1)  # type: ignore[arg-type]
     for threads in (1, windowed.max_threads):
         scheduler.pace.record(1, 1.0, threads, one_thread_s)
@@ -220,7 +225,9 @@ def test_a_silent_listeners_first_part_waits_for_its_second_beside_other_first_w
 
 
 @pytest.mark.parametrize("one_thread_s", [10.0, 1e-6], ids=["urgent", "in hand: yields"])
-async def test_a_playing_listeners_piece_is_windowed_whatever_its_slack(windowed: KokoroEngine, one_thread_s: float) -> None:
+async def test_a_playing_listeners_piece_is_windowed_whatever_its_slack(
+    windowed_replays: ReplayingEngine, one_thread_s: float
+) -> None:
     """A listener 30 s from the end of its audio (so not silent: no first-clause cut, no
     windows from the plan). A piece its one thread would not render in time is urgent and
     claims every core, as a silent listener's does (on one ranked thread, a second sentence
@@ -229,7 +236,8 @@ async def test_a_playing_listeners_piece_is_windowed_whatever_its_slack(windowed
     (several chunks), so that an urgent one's first part comes before the listener runs dry
     and a yielding one can move up at a part. The pace (seconds a phoneme) is set, not
     measured, and 30 s is far from any render time: nothing here races the machine."""
-    recorder = _SendRecorder(windowed)
+    windowed = windowed_replays  # the threads each piece starts on are the point, not the render
+    recorder = _SendRecorder(windowed)  # type: ignore[arg-type]
     scheduler = SynthesisScheduler(recorder, workers=2)  # type: ignore[arg-type]
     for threads in (1, windowed.max_threads):
         scheduler.pace.record(1, 1.0, threads, one_thread_s)

@@ -111,18 +111,21 @@ async def test_sessions_spread_and_a_draining_replica_finishes_while_new_session
 
 RESUMED = [f"Sentence {n} of a long answer that outlasts a one second grace period." for n in range(1, 5)]
 """Four requests, about 17 s of audio: far more than a replica renders in its one second of grace."""
+CRASHED = [f"Sentence {n} is cut short." for n in range(1, 5)]
+"""Four requests for the SIGKILL, which has no grace to outlast: what the replica left takes
+render time on the replica the session resumes on, so the sentences are short."""
 
 
 async def _speak_through_a_lost_replica(
-    balancer: Haproxy, live: list[Replica], lose: Callable[[Replica], None],
+    balancer: Haproxy, live: list[Replica], lose: Callable[[Replica], None], sentences: list[str],
 ) -> tuple[SpeechSession, list, Replica]:
-    """Four requests on one resuming session through the balancer; at the first audio the
-    replica holding the session (one of ``live``) is lost (``lose``). Returns the session,
-    its events and the lost replica."""
+    """``sentences`` as requests on one resuming session through the balancer; at the first
+    audio the replica holding the session (one of ``live``) is lost (``lose``). Returns the
+    session, its events and the lost replica."""
     events: list = []
     lost = None
     async with await SpeechSession.connect(ws(balancer), resume=ResumePolicy(attempts=8, backoff_s=0.25)) as session:
-        for index, sentence in enumerate(RESUMED):
+        for index, sentence in enumerate(sentences):
             await session.submit(sentence, request_id=f"r{index}")
         async for event in session.events():
             events.append(event)
@@ -130,16 +133,16 @@ async def _speak_through_a_lost_replica(
                 wait_for(lambda: sum(map(sessions_on, live)) == 1, 20, "the session is not counted")
                 lost = next(replica for replica in live if sessions_on(replica) == 1)
                 lose(lost)
-            if sum(isinstance(e, SpeechCompleted | SpeechFailed) for e in events) == len(RESUMED):
+            if sum(isinstance(e, SpeechCompleted | SpeechFailed) for e in events) == len(sentences):
                 break
     assert lost is not None
     return session, events, lost
 
 
-def _each_request_completed_once_with_one_copy_of_its_audio(events: list) -> None:
+def _each_request_completed_once_with_one_copy_of_its_audio(events: list, sentences: list[str]) -> None:
     assert not [e for e in events if isinstance(e, SpeechFailed)]
     completed = [e for e in events if isinstance(e, SpeechCompleted)]
-    assert [e.request_id for e in completed] == [f"r{n}" for n in range(len(RESUMED))]
+    assert [e.request_id for e in completed] == [f"r{n}" for n in range(len(sentences))]
     for done in completed:
         received = sum(len(e.data) for e in events if isinstance(e, AudioChunk) and e.request_id == done.request_id)
         # what the first replica sent is not sent again: about one copy of each answer, not two
@@ -167,10 +170,10 @@ async def test_a_session_on_a_lost_replica_resumes_through_the_balancer_and_lose
     replica that outlives its grace by half a minute is killed by Kubernetes mid-answer)."""
     balancer, live = fleet[0], list(fleet[1])
 
-    session, events, crashed = await _speak_through_a_lost_replica(balancer, live, Replica.sigkill)
+    session, events, crashed = await _speak_through_a_lost_replica(balancer, live, Replica.sigkill, CRASHED)
     live.remove(crashed)
     assert session.resumes >= 1
-    _each_request_completed_once_with_one_copy_of_its_audio(events)
+    _each_request_completed_once_with_one_copy_of_its_audio(events, CRASHED)
     assert await asyncio.to_thread(crashed.process.wait, 10) == -signal.SIGKILL
     wait_for(lambda: balancer.status(crashed.name).startswith("DOWN"), 20, "haproxy kept the crashed replica")
     assert _requests_on(live) >= 1, "the resumed requests were answered by the replicas left"
@@ -184,12 +187,12 @@ async def test_a_session_on_a_lost_replica_resumes_through_the_balancer_and_lose
         exits.append(asyncio.ensure_future(asyncio.to_thread(lambda: replica.process.wait(60) and time.monotonic() - signalled)))
 
     answered = {replica.name: replica.metric(REQUESTS) for replica in live}
-    session, events, draining = await _speak_through_a_lost_replica(balancer, live, drain)
+    session, events, draining = await _speak_through_a_lost_replica(balancer, live, drain, RESUMED)
     (other,) = (replica for replica in live if replica is not draining)
     # once at least: a reconnect that haproxy sends to the draining replica before its health
     # check takes it out is refused there (1013) and tried again
     assert session.resumes >= 1
-    _each_request_completed_once_with_one_copy_of_its_audio(events)
+    _each_request_completed_once_with_one_copy_of_its_audio(events, RESUMED)
     assert draining.process.wait(60) == -signal.SIGTERM
     assert await exits[0] < 1 + 20, "the drained replica outlived its grace"
     assert balancer.status(draining.name).startswith("DOWN")

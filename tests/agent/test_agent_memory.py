@@ -167,19 +167,21 @@ async def spoken(client: AsyncAgentClient, prompt: str) -> tuple[AgentAnswer, st
 
 async def test_an_interrupted_answer_is_remembered_up_to_the_last_word_heard(speech_server, openai_stub):
     """The listener stops part way: the turn keeps the answer as written ("$5," stays "$5,")
-    up to the last word whose audio had ended, where the speech server placed it."""
+    up to the last word whose audio had ended, where the speech server placed it. The stub
+    answers in two sentences (its echo, then how many messages it was sent); the listener
+    stops in the second, so the words of both sentences are placed in the one text."""
     with agent_for(speech_server, "openai", openai_stub) as url:
         async with asyncio.timeout(180), AsyncAgentClient(url, session_id=new_session_id()) as client:
-            first, request_id, words, seconds = await spoken(client, "It costs $5, tell me a long story.")
+            first, request_id, words, seconds = await spoken(client, "It costs $5, tell me a story.")
             assert first.error is None, first.error
             assert len(words) > 10 and seconds > 0
-            heard_s = words[len(words) // 2]["end_s"] + 0.01
+            heard_s = words[-3]["end_s"] + 0.01  # "sent", in "I was sent 1 messages."
             await client.ask("Go on.", interrupted=Interruption(request_id=request_id, heard_ms=heard_s * 1000))
 
     remembered = user_and_assistant(openai_stub.requests[-1]["messages"])[1][1]
     last_heard = [w for w in words if w["end_s"] <= heard_s][-1]
     assert remembered == first.text[: last_heard["end_char"]].strip()
-    assert "$5," in remembered and len(remembered) < len(first.text.strip())
+    assert "$5," in remembered and "I was sent" in remembered and len(remembered) < len(first.text.strip())
 
 
 async def test_compare_asks_every_mode_as_a_first_question(speech_server, openai_stub):

@@ -14,7 +14,13 @@ import pytest
 from onnx import TensorProto
 
 from voicestream.engine import KokoroEngine, ModelFiles, resolve_weights
-from voicestream.engine.derive import FLOAT32_OPS, float32_nodes, quantized_ops, similarity
+from voicestream.engine.derive import (
+    FLOAT32_OPS,
+    float32_nodes,
+    graph_precision,
+    quantized_ops,
+    similarity,
+)
 from voicestream.engine.graph import ENCODER_DURATIONS, load_graph
 from voicestream.engine.weights import MARKER_FILE, MODEL_FILE, VOICE_DIR, variant_for
 
@@ -49,6 +55,7 @@ def test_fp32_has_no_quantized_op_and_keeps_the_engines_cut(derived: dict[str, M
     assert files.source.startswith("derived from int8")
     model = onnx.load(str(files.model_path))
     assert quantized_ops(model) == {}
+    assert graph_precision(model) == "fp32"  # what `bench gpu` reads before it builds an engine
     assert {"MatMul", "Conv", "LSTM"} <= {node.op_type for node in model.graph.node}
     assert all(tensor.data_type != TensorProto.INT8 for tensor in model.graph.initializer)
     graph = load_graph(files.model_path)
@@ -76,6 +83,7 @@ def test_fp16_stores_float16_and_keeps_the_sensitive_ops_float32(derived: dict[s
     onnx.checker.check_model(model)
     half = sum(t.data_type == TensorProto.FLOAT16 for t in model.graph.initializer)
     assert half > 400
+    assert graph_precision(model) == "fp16"
     assert files.model_path.stat().st_size < 0.6 * derived["fp32"].model_path.stat().st_size
     sensitive = [node.name for node in model.graph.node if node.op_type in FLOAT32_OPS]
     assert {"LSTM", "Sin", "Atan", "ReduceMean", "Pow", "Sqrt"} <= {

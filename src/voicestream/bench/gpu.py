@@ -12,8 +12,8 @@ MatMulInteger, DynamicQuantizeLinear) have no CUDA kernels, so ONNX Runtime runs
 the CPU and copies tensors across on every run. Forced, the placement table counts them.
 Every variant's weights are resolved before anything is measured (where the Hub is out of
 reach, fp32 and fp16 are derived from the offline bundle's int8 model, `voicestream.engine.
-derive`), and a variant whose file is missing, or whose graph computes in another precision,
-stops the bench with the reason. ``--device cpu`` runs the same steps on the CPU (the test suite's smoke test).
+derive`), and a variant whose file is missing, or whose graph computes in another precision
+(read from the file, before any engine is built), stops the bench with the reason. ``--device cpu`` runs the same steps on the CPU (the test suite's smoke test).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from voicestream.bench.report import Chart, Report, Table, machine_context, prog
 from voicestream.bench.texts import LOAD_TEXT
 from voicestream.bench.transport import ws_url
 from voicestream.engine import KokoroEngine, ModelFiles
-from voicestream.engine.derive import QUANTIZED_OPS
+from voicestream.engine.derive import QUANTIZED_OPS, graph_precision
 from voicestream.engine.weights import resolve_weights
 from voicestream.server import ServerSettings, free_port, running_server
 
@@ -134,7 +134,21 @@ def resolve_variants(model_dir: Path | None, variants: Sequence[str], device: st
                 "onnx/model_fp16.onnx, onnx/model.onnx and voices/, or are derived from the offline bundle's int8 "
                 "model: `voicestream models derive fp32`)."
             ) from None
+        _refuse_another_precision(files[variant], variant)
     return files
+
+
+def _refuse_another_precision(files: ModelFiles, variant: str) -> None:
+    """Refuse a model file that computes in another precision than its variant (an int8 file
+    in a folder given for fp32), read from its graph before any engine is built."""
+    import onnx
+
+    precision = graph_precision(onnx.load(str(files.model_path), load_external_data=False))
+    if precision != variant:
+        raise BenchRefused(
+            f"{variant}: {files.model_path} computes in {precision}, not {variant} (from {files.source}); "
+            f"point --model-dir at a folder that holds the {variant} file."
+        )
 
 
 def _engine(files: ModelFiles, variant: str, device: str) -> tuple[KokoroEngine, Placement]:
@@ -142,11 +156,6 @@ def _engine(files: ModelFiles, variant: str, device: str) -> tuple[KokoroEngine,
     if engine.device != device:
         raise BenchRefused(f"{variant}: asked for {device}, but ONNX Runtime offers only {', '.join(engine.providers)}.")
     placement = profile_placement(engine)
-    if placement.precision != variant:
-        raise BenchRefused(
-            f"{variant}: {files.model_path} computes in {placement.precision}, not {variant} (from {files.source}); "
-            f"point --model-dir at a folder that holds the {variant} file."
-        )
     for text in WARM_UP_TEXTS:
         engine.synthesize(text)
     return engine, placement

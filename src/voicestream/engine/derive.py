@@ -60,6 +60,16 @@ MOVEMENT_OPS = frozenset({"Reshape", "Gather", "Transpose", "Squeeze", "Unsqueez
 Progress = Callable[[str, int, int], None]
 
 
+def graph_precision(model: onnx.ModelProto) -> str:
+    """What a graph computes in, read from the graph alone (no session): "int8" where it holds
+    a quantized op, "fp16" where a weight is float16, else "fp32"."""
+    from onnx import TensorProto
+
+    if quantized_ops(model):
+        return "int8"
+    return "fp16" if any(tensor.data_type == TensorProto.FLOAT16 for tensor in model.graph.initializer) else "fp32"
+
+
 def quantized_ops(model: onnx.ModelProto) -> dict[str, int]:
     """How many nodes of each quantized op type the graph holds."""
     counts: dict[str, int] = defaultdict(int)

@@ -23,6 +23,7 @@ def test_page_bench_hears_every_answer_and_holds_the_start_buffer(engine: Kokoro
     assert summary.column("first window ms") == [500, 500]
     assert summary.column("trials") == [1, 1]
     assert len(each.rows) == 2
+    assert each.column("stalls by arrival") == [t.arrival_stalls for t in report.trials]
     for trial in report.trials:
         assert trial.error is None and not trial.stopped, trial
         assert trial.first_sound_ms is not None, trial
@@ -30,6 +31,7 @@ def test_page_bench_hears_every_answer_and_holds_the_start_buffer(engine: Kokoro
         # the player reports its first sample after the chunk that carried it was pushed
         assert trial.page_first_audio_ms >= trial.first_chunk_ms - 1, trial
         assert trial.stalls is not None and trial.queued_at_start_s is not None, trial
+        assert trial.arrival_stalls is not None, trial  # the page's chunks were logged as they came
         # the text an answer's audio is made of comes first, in the page and in the agent
         assert trial.first_text_ms is not None and trial.first_text_ms <= trial.first_chunk_ms, trial
         assert trial.agent_first_text_ms is not None and trial.agent_first_audio_ms is not None, trial

@@ -31,11 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from voicestream.bench.chaos import until_idle
 from voicestream.bench.chromium import SOUND_LEVEL, launch_chromium
+from voicestream.bench.compare import Playback
 from voicestream.bench.e2e import LLM_MAX_TOKENS, LLM_SEED
 from voicestream.bench.report import Chart, Report, Table, machine_context, progress
 from voicestream.bench.texts import LONG_OPENING_PROMPTS
 from voicestream.engine import KokoroEngine
-from voicestream.engine.vocoder import FIRST_WINDOW_S
+from voicestream.engine.vocoder import FIRST_WINDOW_S, SAMPLE_RATE
 from voicestream.logs import quiet_agentcore_logs
 from voicestream.server import running_server
 
@@ -75,17 +76,23 @@ async () => {{
   const player = window.voicestream.player;
   if (!ear.hooked) {{
     player.on("started", (message) => {{ ear.started = message; }});
+    const push = player.push.bind(player);
+    player.push = (bytes, tag) => {{
+      ear.arrivals.push([performance.now() - ear.clickAt, bytes.length / 2 / {SAMPLE_RATE}]);
+      return push(bytes, tag);
+    }};
     ear.hooked = true;
   }}
   const since = performance.now();
   while (player.level() > {SOUND_LEVEL} && performance.now() - since < {QUIET_TIMEOUT_MS}) {{
     await new Promise((resolve) => setTimeout(resolve, 5));
   }}
-  Object.assign(ear, {{ soundAt: null, started: null, clickAt: performance.now() }});
+  Object.assign(ear, {{ soundAt: null, started: null, arrivals: [], clickAt: performance.now() }});
   document.getElementById("send").click();
 }}
 """
-"""Waits until the page is quiet, arms the ear and clicks Send, all in the page."""
+"""Waits until the page is quiet, arms the ear and clicks Send, all in the page. Each audio
+chunk the page hands its player is logged with its arrival and length (`PageTrial.arrival_stalls`)."""
 
 TRIAL_FACTS = """
 () => {
@@ -103,6 +110,7 @@ TRIAL_FACTS = """
     agentFirstTextMs: agent.ttft_ms ?? null,
     agentFirstAudioMs: agent.ttfa_ms ?? null,
     stalls: article && article.dataset.stalls ? Number(article.dataset.stalls) : null,
+    arrivals: ear.arrivals,
     stallFigure: article ? article.querySelector("[data-figure=stalls]").textContent : "",
     queuedSeconds: ear.started ? ear.started.queuedSeconds : null,
     endedAtStart: ear.started ? ear.started.ended : null,
@@ -142,6 +150,11 @@ class PageTrial:
     """Whether the whole answer had arrived when the player started."""
     stalls: int | None
     stalled_ms: float
+    arrival_stalls: int | None
+    """Stalls of a listener who plays each chunk the moment it reaches the page
+    (`voicestream.bench.compare.Playback`): as many as ``stalls``, the chunks came late;
+    fewer, the page's playback lost time of its own. None: no chunk reached the player."""
+    arrival_stalled_ms: float | None
     stopped: bool
     """The answer outlasted `ANSWER_TIMEOUT_S` and was stopped."""
     error: str | None
@@ -205,11 +218,13 @@ class PageReport:
             "Every question",
             ["first window ms", "start buffer ms", "prompt", "first sound ms", "page first audio ms", "first chunk ms",
              "first text ms", "agent first text ms", "agent first audio ms", "queued at start ms", "stalls",
-             "stalled ms", "stopped"],
+             "stalled ms", "stalls by arrival", "stalled ms by arrival", "stopped"],
             note=(
                 "first text and first chunk: their arrival in the page, after the click; agent first text and "
                 "first audio: the agent's own times (agent_end's ttft_ms and ttfa_ms), counted from its "
-                "agent_start, so the LLM's share and the speech server's show apart from the page's."
+                "agent_start, so the LLM's share and the speech server's show apart from the page's; by "
+                "arrival: for a listener who plays each chunk as it reaches the page (as many as the page's "
+                "stalls: the audio came late; fewer: the page's playback lost time of its own)."
             ),
         )
         for t in self.trials:
@@ -217,7 +232,7 @@ class PageReport:
                 t.first_window_ms, t.start_buffer_ms, t.prompt, _round(t.first_sound_ms), _round(t.page_first_audio_ms),
                 _round(t.first_chunk_ms), _round(t.first_text_ms), _round(t.agent_first_text_ms),
                 _round(t.agent_first_audio_ms), _round(None if t.queued_at_start_s is None else 1000 * t.queued_at_start_s),
-                t.stalls, round(t.stalled_ms), t.stopped,
+                t.stalls, round(t.stalled_ms), t.arrival_stalls, _round(t.arrival_stalled_ms), t.stopped,
             )
         report.tables.append(each)
         report.charts.append(
@@ -389,6 +404,9 @@ def _ask(page: Page, window: int, buffer: int, prompt: str) -> PageTrial:
         page.click("#stop")
     facts = page.evaluate(TRIAL_FACTS)
     error = None if stopped else facts["status"] or None
+    arrived = Playback()
+    for at_ms, seconds in facts["arrivals"]:
+        arrived.add(at_ms, seconds)
     return PageTrial(
         first_window_ms=window,
         start_buffer_ms=buffer,
@@ -403,6 +421,8 @@ def _ask(page: Page, window: int, buffer: int, prompt: str) -> PageTrial:
         ended_at_start=facts["endedAtStart"],
         stalls=facts["stalls"],
         stalled_ms=_stalled_ms(facts["stallFigure"]),
+        arrival_stalls=arrived.stalls if facts["arrivals"] else None,
+        arrival_stalled_ms=arrived.stalled_ms if facts["arrivals"] else None,
         stopped=stopped,
         error=error,
     )

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from voicestream.agent.conversation import (
+    ENDED_WITHIN_S,
     ConversationLimits,
     ConversationStore,
     SpokenPiece,
@@ -78,7 +79,7 @@ def test_with_word_times_the_words_heard_are_those_ended_by_then(words, lengths,
     )
     piece = SpokenPiece(" ".join(words), ends[-1] + 0.5, times)
 
-    assert heard_text([piece], heard_s) == " ".join(w for w, end in zip(words, ends) if end <= heard_s)
+    assert heard_text([piece], heard_s) == " ".join(w for w, end in zip(words, ends) if end <= heard_s + ENDED_WITHIN_S)
 
 
 def test_chat_alternates_and_joins_a_question_that_got_no_answer():

@@ -36,6 +36,9 @@ from voicestream.protocol import WordTiming
 
 BYTES_PER_SECOND = 48000
 """pcm16 at 24 kHz, mono: what the agent's audio is."""
+ENDED_WITHIN_S = 1e-9
+"""A word whose end lies this close past the moment heard counts as heard: its end is a sum of
+float offsets, so the same moment can come out a few ulps apart."""
 
 
 # --- what was heard ------------------------------------------------------------------------
@@ -88,7 +91,7 @@ def heard_text(pieces: Sequence[SpokenPiece], heard_s: float) -> str:
             break
         kept, whole = 0, True
         for end_char, end_s in _word_ends(text, piece):
-            if offset + end_s > heard_s + 1e-9:
+            if offset + end_s > heard_s + ENDED_WITHIN_S:
                 whole = False
                 break
             kept = end_char

@@ -204,3 +204,12 @@ def test_a_first_part_is_held_for_the_second_when_one_thread_cannot_keep_its_sla
     assert holds_start(0.5, pace, 1) is held
     assert holds_start(0.5, pace, 2) is False
     assert holds_start(0.0, pace, 1) is False  # a part with no audio is not what the listener waits for
+
+
+def test_a_first_part_is_held_while_no_run_is_measured() -> None:
+    """Right after a start every figure is a prior, no machine's pace (its one thread would keep
+    its slack in hand): a crowded first part waits for its second until a run is measured."""
+    assert not PaceTable().measured and PaceTable(((1, 0.03),)).measured
+    assert holds_start(0.5, PaceTable(), 1) is True
+    assert holds_start(0.5, PaceTable(((1, 0.03),)), 1) is False  # the same figure, measured: in hand
+    assert holds_start(0.0, PaceTable(), 1) is False

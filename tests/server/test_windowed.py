@@ -186,11 +186,12 @@ def test_a_first_audio_run_goes_on_with_one_thread_once_other_first_audio_claims
 
 @pytest.mark.parametrize(
     ("other_first_words", "one_thread_s", "held"),
-    [(True, 10.0, True), (False, 10.0, False), (True, 1e-6, False)],
-    ids=["beside first words, slow thread: held", "alone: not held", "fast thread: not held"],
+    [(True, 10.0, True), (False, 10.0, False), (True, 1e-6, False), (True, None, True)],
+    ids=["beside first words, slow thread: held", "alone: not held", "fast thread: not held",
+         "no run measured yet: held"],
 )
 def test_a_silent_listeners_first_part_waits_for_its_second_beside_other_first_words(
-    windowed_replays: ReplayingEngine, other_first_words: bool, one_thread_s: float, held: bool
+    windowed_replays: ReplayingEngine, other_first_words: bool, one_thread_s: float | None, held: bool
 ) -> None:
     """`holds_start`: a silent listener's first piece made beside another listener's first
     words goes on with one thread; where one thread cannot render the second window with the
@@ -199,12 +200,13 @@ def test_a_silent_listeners_first_part_waits_for_its_second_beside_other_first_w
     (`bench transport`'s (b): 434-457 ms of silence each without the hold, 0-90 ms with it,
     docs/BENCHMARKS.md). Alone, or with a thread that keeps pace, each part goes at once.
     Nothing is lost either way, and nothing races the machine: the order of what is made
-    and handed over is the assertion, so the piece is rendered once and replayed after."""
+    and handed over is the assertion, so the piece is rendered once and replayed after. A
+    server that has measured no run yet (just started) holds too: its pace is only a prior."""
     windowed = windowed_replays
     log: list[str] = []
     recorder = _SendRecorder(windowed, made=log)  # type: ignore[arg-type]
     scheduler = SynthesisScheduler(recorder, workers=1)  # type: ignore[arg-type]
-    for threads in (1, windowed.max_threads):
+    for threads in (1, windowed.max_threads) if one_thread_s is not None else ():
         scheduler.pace.record(1, 1.0, threads, one_thread_s)
     job = SynthesisJob(LONE_SENTENCE, "af_heart", 1.0, Listener())
     job.pieces = windowed.plan(LONE_SENTENCE, cut_first_clause=True)

@@ -31,6 +31,11 @@ class PaceTable:
     audio_per_phoneme: float = PRIOR_AUDIO_S_PER_PHONEME
     """Seconds of audio a phoneme makes at speed 1, from the runs so far."""
 
+    @property
+    def measured(self) -> bool:
+        """Whether any run was measured: False right after a start, when every figure is a prior."""
+        return bool(self.per_phoneme)
+
     def predict(self, phonemes: int, speed: float, threads: int) -> float:
         """Seconds a whole render of ``phonemes`` at ``speed`` on ``threads`` should take."""
         return self.rate(threads) * phonemes / max(speed, 1e-3)

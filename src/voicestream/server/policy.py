@@ -14,7 +14,8 @@ function of a frozen `Snapshot` (no clock, threads or model); the scheduler appl
   the request a listener needs renders while nothing is to be sent before it or within the
   share, and is stale after ``stale_after_s`` waiting with no piece taken.
 - A silent listener's first part, made beside other first words, waits for its second when
-  its slack on one thread would not be in hand for the next window (`holds_start`).
+  its slack on one thread would not be in hand for the next window, or no run is measured
+  yet (`holds_start`).
 """
 
 from __future__ import annotations
@@ -161,8 +162,14 @@ def holds_start(first_part_s: float, pace: PaceTable, threads: int) -> bool:
     listener's first words, on a machine whose thread barely keeps pace), sending the first
     part at once buys first audio with a silence at each seam, each longer than the last: the
     listener who got a gap holds only the newest part while the next, as long as all before
-    it, renders. Held, the two parts go out together and the doubling windows keep pace."""
-    return first_part_s > 0 and not in_hand(first_part_s, first_part_s * pace.render_per_audio(threads))
+    it, renders. Held, the two parts go out together and the doubling windows keep pace.
+
+    Before this server has measured a run (`PaceTable.measured`), the part is held: the prior
+    is no machine's pace, and a wrong guess costs a silence that grows at each seam where
+    holding costs one window's wait for the first sound."""
+    if first_part_s <= 0:
+        return False
+    return not pace.measured or not in_hand(first_part_s, first_part_s * pace.render_per_audio(threads))
 
 
 def need(request: RequestView, listener: ListenerView, snapshot: Snapshot) -> Need:

@@ -121,8 +121,9 @@ def test_two_long_answers_at_once_share_the_urgent_workers_and_take_turns_by_sla
 
 def test_three_long_answers_beyond_the_cores_degrade_alike() -> None:
     """Three listeners run dry with two urgent workers: the third starts on a yielding worker,
-    windowed, and moves up at a part once an urgent worker is free; the next round goes to
-    whoever has the least audio, not to whoever was served first."""
+    windowed (its run still claims the cores: its listener is silent), and moves up at a part
+    once an urgent worker is free or once it outranks a running urgent run, to the spare; the
+    next round goes to whoever has the least audio, not to whoever was served first."""
     listeners = [ListenerView(key) for key in (1, 2, 3)]
     answers = [RequestView(key - 1, key, phonemes=150) for key in (1, 2, 3)]
     assert decide(snapshot(listeners, answers)).starts == (
@@ -133,6 +134,13 @@ def test_three_long_answers_beyond_the_cores_degrade_alike() -> None:
     served = [ListenerView(1, left_s=1.0), ListenerView(2), ListenerView(3)]
     again = decide(snapshot(served, answers, urgent_free=2, yielding_free=0))
     assert [start.request for start in again.starts] == [1, 2]
+    # Its two rivals' audio began: it has less slack than either, so it takes the spare
+    # urgent worker at its next part rather than wait, a part at a time, behind their runs.
+    rivals = [RequestView(k - 1, k, phonemes=150, planned=True, running=URGENT, leavable=True) for k in (1, 2)]
+    heard = [ListenerView(1, left_s=0.5), ListenerView(2, left_s=0.8), ListenerView(3)]
+    assert decide(snapshot(heard, [*rivals, third], urgent_free=1, urgent_spare=1)).leave == {2}
+    # while all three are silent it does not outrank them: the spare stays for a newcomer
+    assert decide(snapshot(listeners, [*rivals, third], urgent_free=1, urgent_spare=1)).leave == set()
 
 
 def test_a_listeners_next_request_renders_ahead_once_its_current_one_speaks() -> None:

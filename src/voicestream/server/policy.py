@@ -252,7 +252,10 @@ def decide(snapshot: Snapshot) -> Decisions:
             continue
         if run.request.running is Lane.URGENT and run.lane is Lane.YIELDING and others_urgent:
             leave.add(run.request.key)
-        elif run.request.running is Lane.YIELDING and run.lane is Lane.URGENT and free[Lane.URGENT] > spare[Lane.URGENT]:
+        elif run.request.running is Lane.YIELDING and run.lane is Lane.URGENT and (
+            free[Lane.URGENT] > spare[Lane.URGENT]
+            or (free[Lane.URGENT] and worst_urgent is not None and worst_urgent > run.rank)
+        ):  # a worker of its own, or the spare one as a blocked waiter with less slack gets it
             leave.add(run.request.key)
             free[Lane.URGENT] -= 1
     return Decisions(tuple(starts), frozenset(leave), stale)

@@ -169,8 +169,11 @@ class _Order:
 
 
 def _claims_cores(order: _Order) -> bool:
-    """An urgent run: normal priority, every core it can claim (`CpuUse.claim_urgent`)."""
-    return order.lane is Lane.URGENT
+    """An urgent run, or a silent listener's on a yielding worker (no urgent one was free):
+    normal priority, every core it can claim (`CpuUse.claim_urgent`). A ranked run would wait
+    at each part while the urgent runs go, and a listener who hears nothing yet has no audio
+    to wait on: three answers at once on two cores start alike, not two and then the third."""
+    return order.lane is Lane.URGENT or order.silent
 
 
 @dataclass
@@ -510,7 +513,7 @@ class SynthesisScheduler:
             loop.call_soon_threadsafe(self._hand_over, job, part, now - since)
             since = now
 
-        pool = self._urgent_pool if _claims_cores(order) else self._ranked_pool
+        pool = self._urgent_pool if order.lane is Lane.URGENT else self._ranked_pool
         try:
             self.moved_pieces += await loop.run_in_executor(pool, self._render_next, order, hand_over)
         except RunStopped:  # its request ended while the piece rendered (`_Order.stop`)

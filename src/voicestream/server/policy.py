@@ -1,21 +1,18 @@
 """What the engine renders next, for whom, on which lane, whole or window by window.
 
-One quantity drives it: a listener's **slack**, the audio it has left to play less the
-predicted render (`voicestream.server.pace`) of the piece it needs next. `decide` is a pure
-function of a frozen `Snapshot` (no clock, threads or model); the scheduler applies it.
-- Slack on one thread not *in hand* (`MARGIN` of the render again): **urgent**; in hand: it
-  **yields**. An urgent run has every core it can claim at normal priority; a yielding run
-  has one thread, ranked (`voicestream.cpus.CpuUse.ranked`: each part waits while an urgent
-  run goes). Every piece is windowed, so that it moves up or aside at a part as slack changes.
-- Least slack first; listeners that run dry whatever renders go first, the least audio left,
-  then the shortest render (answers beyond the cores degrade alike). A windowed run is left
-  after its part when its rest is placed elsewhere; whoever displaces it starts at once.
-- Once a request speaks, its listener's next one renders ahead (yielding) within the share;
-  the request a listener needs renders while nothing is to be sent before it or within the
-  share, and is stale after ``stale_after_s`` waiting with no piece taken.
-- A silent listener's first part, made beside other first words, waits for its second when
-  its slack on one thread would not be in hand for the next window, or no run is measured
-  yet (`holds_start`).
+One quantity drives it: a listener's **slack**, its audio left to play less the predicted
+render (`voicestream.server.pace`) of the piece it needs next. `decide` is a pure function of
+a frozen `Snapshot` (no clock, threads or model); the scheduler applies it.
+- Slack on one thread not *in hand* (`MARGIN`): **urgent**, every core it can claim; else it
+  **yields**: one thread, each part waiting while an urgent run goes (`CpuUse.ranked`), unless
+  its listener is silent. Every piece is windowed: it moves up or aside at a part.
+- Least slack first (those that run dry whatever renders: least audio left, then shortest
+  render), so answers beyond the cores degrade alike; a displaced run is left after its part.
+- Once a request speaks, its listener's next one renders ahead (yielding) within the share; the
+  one it needs renders while nothing is to be sent before it or within the share, and is
+  stale after ``stale_after_s`` waiting with no piece taken.
+- A silent listener's first part made beside other first words waits for its second while one
+  thread would not keep its slack in hand, or no run is measured yet (`holds_start`).
 """
 
 from __future__ import annotations
@@ -165,7 +162,7 @@ def holds_start(first_part_s: float, pace: PaceTable, threads: int) -> bool:
     it, renders. Held, the two parts go out together and the doubling windows keep pace.
 
     Before this server has measured a run (`PaceTable.measured`), the part is held: the prior
-    is no machine's pace, and a wrong guess costs a silence that grows at each seam where
+    is no machine's pace, and guessing wrong costs a silence that grows at each seam, while
     holding costs one window's wait for the first sound."""
     if first_part_s <= 0:
         return False

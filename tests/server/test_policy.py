@@ -89,7 +89,7 @@ def test_an_urgent_listener_with_less_slack_takes_a_windowed_run_at_its_next_par
     whole = RequestView(0, 1, phonemes=200, planned=True, running=URGENT, leavable=False)
     assert decide(snapshot(listeners, [whole, RequestView(1, 2, phonemes=12)], urgent_free=0)).leave == set()
     longer = decide(snapshot(listeners, [running, RequestView(1, 2, phonemes=400)], urgent_free=0))
-    assert longer.leave == set() and longer.starts == (Start(1, YIELDING, True),)
+    assert longer.leave == set() and longer.starts == (Start(1, YIELDING, True, claims=True),)
 
 
 def test_a_listener_that_displaces_a_run_starts_at_once_on_a_spare_urgent_worker() -> None:
@@ -101,7 +101,7 @@ def test_a_listener_that_displaces_a_run_starts_at_once_on_a_spare_urgent_worker
     hello = decide(snapshot(listeners, [*monologues, RequestView(2, 3, phonemes=12)], 1, 1, urgent_spare=1))
     assert hello.leave == {1} and hello.starts == (Start(2, URGENT, True),)
     third = decide(snapshot(listeners, [*monologues, RequestView(2, 3, phonemes=300)], 1, 1, urgent_spare=1))
-    assert third.leave == set() and third.starts == (Start(2, YIELDING, True),)
+    assert third.leave == set() and third.starts == (Start(2, YIELDING, True, claims=True),)
     whole = [replace(monologue, leavable=False) for monologue in monologues]
     beside_whole = decide(snapshot(listeners, [*whole, RequestView(2, 3, phonemes=12)], 1, 1, urgent_spare=1))
     assert beside_whole.leave == set() and beside_whole.starts == (Start(2, URGENT, True),)
@@ -127,7 +127,7 @@ def test_three_long_answers_beyond_the_cores_degrade_alike() -> None:
     listeners = [ListenerView(key) for key in (1, 2, 3)]
     answers = [RequestView(key - 1, key, phonemes=150) for key in (1, 2, 3)]
     assert decide(snapshot(listeners, answers)).starts == (
-        Start(0, URGENT, True), Start(1, URGENT, True), Start(2, YIELDING, True),
+        Start(0, URGENT, True), Start(1, URGENT, True), Start(2, YIELDING, True, claims=True),
     )
     third = RequestView(2, 3, phonemes=150, planned=True, running=YIELDING, leavable=True)
     assert decide(snapshot(listeners, [third], urgent_free=1)).leave == {2}
@@ -152,7 +152,7 @@ def test_a_listeners_next_request_renders_ahead_once_its_current_one_speaks() ->
     speaking = RequestView(0, 1, phonemes=30, planned=True, spoken=True)
     requests = [speaking, RequestView(1, 1, phonemes=30), RequestView(2, 1, phonemes=9)]
     assert decide(snapshot(listener, requests)).starts == (Start(0, URGENT, True), Start(1, YIELDING, True))
-    assert decide(snapshot(listener, requests, urgent_free=0)).starts == (Start(0, YIELDING, True),)  # none ahead
+    assert decide(snapshot(listener, requests, urgent_free=0)).starts == (Start(0, YIELDING, True, claims=True),)  # none ahead
     running = [replace(speaking, running=URGENT), *requests[1:]]
     assert decide(snapshot(listener, running, urgent_free=0)).starts == (Start(1, YIELDING, True),)
     silent = [replace(speaking, spoken=False), *requests[1:]]

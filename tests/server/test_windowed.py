@@ -258,19 +258,25 @@ async def test_a_playing_listeners_piece_is_windowed_whatever_its_slack(
     assert len(pieces) == 1 and not pieces[0].windowed  # one piece, whole by the plan
 
 
-@pytest.mark.parametrize(("silent", "threads"), [(True, None), (False, 1)], ids=["silent: claims", "playing: ranked"])
-def test_a_silent_listeners_run_on_a_yielding_worker_claims_the_cores(
-    windowed_replays: ReplayingEngine, silent: bool, threads: int | None
+@pytest.mark.parametrize(
+    ("silent", "claims", "threads"),
+    [(True, False, None), (False, True, None), (False, False, 1)],
+    ids=["silent: claims", "urgent need: claims", "playing, in hand: ranked"],
+)
+def test_an_urgent_listeners_run_on_a_yielding_worker_claims_the_cores(
+    windowed_replays: ReplayingEngine, silent: bool, claims: bool, threads: int | None
 ) -> None:
     """No urgent worker was free (two answers began at once before this third): its run goes on
-    a yielding worker, but a listener who hears nothing has no audio to wait on, so the run
-    claims every core as first words do instead of waiting at each part while the urgent runs
-    go (`bench transport`'s three sessions: the third's first parts came a second apart). A
-    playing listener's run there stays ranked, on one thread."""
+    a yielding worker, but a listener who hears nothing, or whose need the policy found urgent
+    (`Start.claims`), has too little audio to wait on, so the run claims every core as first
+    words do instead of waiting up to a second at each part while the urgent runs go (`bench
+    transport`'s three sessions: the third's parts came a second apart). A listener with slack
+    in hand rendering there stays ranked, on one thread."""
     windowed = windowed_replays
     recorder = _SendRecorder(windowed)  # type: ignore[arg-type]
     scheduler = SynthesisScheduler(recorder, workers=1)  # type: ignore[arg-type]
     job = SynthesisJob(LONE_SENTENCE, "af_heart", 1.0, Listener())
     job.pieces = windowed.plan(LONE_SENTENCE, cut_first_clause=True)
-    assert not scheduler._render_next(_Order(job, Lane.YIELDING, windowed=True, silent=silent), lambda part: None)
+    order = _Order(job, Lane.YIELDING, windowed=True, silent=silent, claims=claims)
+    assert not scheduler._render_next(order, lambda part: None)
     assert recorder.started_on == [threads or windowed.max_threads]

@@ -121,6 +121,9 @@ class Start:
     request: int
     lane: Lane
     windowed: bool
+    claims: bool = False
+    """Its run claims the cores as an urgent run does, though on a yielding worker: its
+    listener's need is urgent and no urgent worker was free for it."""
 
 
 @dataclass(frozen=True)
@@ -232,7 +235,7 @@ def decide(snapshot: Snapshot) -> Decisions:
             starts.append(Start(waiter.request.key, Lane.URGENT, waiter.windowed))  # a spare one, at once
             free[Lane.URGENT] -= 1
         elif not displaces and free[Lane.YIELDING] and snapshot.can_window:
-            starts.append(Start(waiter.request.key, Lane.YIELDING, True))  # moved up at a part later
+            starts.append(Start(waiter.request.key, Lane.YIELDING, True, claims=True))  # moved up at a part later
             free[Lane.YIELDING] -= 1
     held_up = {n.request.listener for n in blocked}
     for request in ahead.values():

@@ -160,6 +160,9 @@ class _Order:
     spoken: bool = False
     """Some of the request's audio went out: its urgent claim is `RAN_DRY`'s, which a new
     request's first words outrank (`voicestream.cpus.CpuUse.claim_urgent`)."""
+    claims: bool = False
+    """On a yielding worker, its run still claims the cores (`Start.claims`: an urgent need no
+    urgent worker was free for)."""
     leave: threading.Event = field(default_factory=threading.Event)
     """Set by the loop: leave the windowed piece after the current part (the policy placed
     its rest elsewhere, or the request ended)."""
@@ -169,11 +172,12 @@ class _Order:
 
 
 def _claims_cores(order: _Order) -> bool:
-    """An urgent run, or a silent listener's on a yielding worker (no urgent one was free):
-    normal priority, every core it can claim (`CpuUse.claim_urgent`). A ranked run would wait
-    at each part while the urgent runs go, and a listener who hears nothing yet has no audio
-    to wait on: three answers at once on two cores start alike, not two and then the third."""
-    return order.lane is Lane.URGENT or order.silent
+    """An urgent run, or one on a yielding worker whose listener's need is urgent (no urgent
+    worker was free: `Start.claims`) or who hears nothing: normal priority, every core it can
+    claim (`CpuUse.claim_urgent`). A ranked run would wait up to a second at each part while
+    the urgent runs go, and its listener has no audio, or too little, to wait on: three
+    answers at once on two cores start alike, not two and then the third."""
+    return order.lane is Lane.URGENT or order.claims or order.silent
 
 
 @dataclass
@@ -398,7 +402,7 @@ class SynthesisScheduler:
         for start in decisions.starts:
             job = jobs[start.request]
             silent = job.listener.silent and heads[id(job.listener)] is job  # one rendering ahead is heard later
-            order = _Order(job, start.lane, start.windowed, silent, spoken=job.audio_seconds > 0)
+            order = _Order(job, start.lane, start.windowed, silent, spoken=job.audio_seconds > 0, claims=start.claims)
             leavable = job.unfinished is not None or start.windowed
             self._running[job] = _Running(order, _next_phonemes(job), leavable)
             job.rendering = True

@@ -5,7 +5,7 @@ render (`voicestream.server.pace`) of the piece it needs next. `decide` is a pur
 a frozen `Snapshot` (no clock, threads or model); the scheduler applies it.
 - Slack on one thread not *in hand* (`MARGIN`): **urgent**, every core it can claim; else it
   **yields**: one thread, each part waiting while an urgent run goes (`CpuUse.ranked`), unless
-  its listener is silent. Every piece is windowed: it moves up or aside at a part.
+  it is an urgent need no urgent worker was free for (`Start.claims`). Every piece is windowed.
 - Least slack first (those that run dry whatever renders: least audio left, then shortest
   render), so answers beyond the cores degrade alike; a displaced run is left after its part.
 - Once a request speaks, its listener's next one renders ahead (yielding) within the share; the

@@ -260,18 +260,20 @@ async def test_a_playing_listeners_piece_is_windowed_whatever_its_slack(
 
 @pytest.mark.parametrize(
     ("silent", "claims", "threads"),
-    [(True, False, None), (False, True, None), (False, False, 1)],
-    ids=["silent: claims", "urgent need: claims", "playing, in hand: ranked"],
+    [(True, True, None), (False, True, None), (False, False, 1), (True, False, 1)],
+    ids=["silent: claims", "urgent need: claims", "playing, in hand: ranked", "unmarked: ranked"],
 )
 def test_an_urgent_listeners_run_on_a_yielding_worker_claims_the_cores(
     windowed_replays: ReplayingEngine, silent: bool, claims: bool, threads: int | None
 ) -> None:
-    """No urgent worker was free (two answers began at once before this third): its run goes on
-    a yielding worker, but a listener who hears nothing, or whose need the policy found urgent
-    (`Start.claims`), has too little audio to wait on, so the run claims every core as first
-    words do instead of waiting up to a second at each part while the urgent runs go (`bench
-    transport`'s three sessions: the third's parts came a second apart). A listener with slack
-    in hand rendering there stays ranked, on one thread."""
+    """No urgent worker was free (two answers began at once before this third): the policy
+    places its run on a yielding worker and marks the urgent need (`Start.claims`; a silent
+    listener's need is always urgent, as test_policy's three-answers test shows). Its listener
+    has too little audio to wait on, so the run claims every core as first words do instead of
+    waiting up to a second at each part while the urgent runs go (`bench transport`'s three
+    sessions: the third's parts came a second apart). A listener with slack in hand rendering
+    there stays ranked, on one thread; whether a listener is silent is the policy's to weigh,
+    once, not the worker's again ("unmarked")."""
     windowed = windowed_replays
     recorder = _SendRecorder(windowed)  # type: ignore[arg-type]
     scheduler = SynthesisScheduler(recorder, workers=1)  # type: ignore[arg-type]

@@ -172,12 +172,12 @@ class _Order:
 
 
 def _claims_cores(order: _Order) -> bool:
-    """An urgent run, or one on a yielding worker whose listener's need is urgent (no urgent
-    worker was free: `Start.claims`) or who hears nothing: normal priority, every core it can
-    claim (`CpuUse.claim_urgent`). A ranked run would wait up to a second at each part while
-    the urgent runs go, and its listener has no audio, or too little, to wait on: three
-    answers at once on two cores start alike, not two and then the third."""
-    return order.lane is Lane.URGENT or order.claims or order.silent
+    """An urgent run, or one the policy placed on a yielding worker for an urgent need (no
+    urgent worker was free: `Start.claims`; a silent listener's need is always urgent): normal
+    priority, every core it can claim (`CpuUse.claim_urgent`). A ranked run would wait up to a
+    second at each part while the urgent runs go, and its listener has no audio, or too little,
+    to wait on: three answers at once on two cores start alike, not two and then the third."""
+    return order.lane is Lane.URGENT or order.claims
 
 
 @dataclass

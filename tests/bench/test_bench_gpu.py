@@ -18,6 +18,7 @@ def test_gpu_bench_runs_on_the_cpu_with_int8(engine: KokoroEngine, tmp_path: Pat
     report = measure_gpu(
         device="cpu", variants=("int8",), ladder=(1, 2), rounds=1, text="Hello there. Bye now.", windowed_rounds=1,
         windowed_text="A first piece long enough for a few windows of the vocoder to follow its first one.",
+        warm_up_texts=("Hi.",),  # no timing here is checked closely: one short warm-up
     )
 
     placement, windowed, load, summary = report.tables

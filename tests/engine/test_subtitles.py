@@ -6,18 +6,41 @@ from __future__ import annotations
 import itertools
 import json
 import wave
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import srt
 import webvtt
 from tests.engine.cli_runner import Cli
 
 from voicestream.cli.subtitles import phrases, to_srt, to_webvtt
+from voicestream.engine import KokoroEngine
+from voicestream.engine.kokoro import RenderedPiece
 from voicestream.protocol import WordTiming
 
 TEXT = "Dr. Lee paid $5 for the tickets. The show starts at noon, so we should hurry."
 
 
+@pytest.fixture
+def timed_once(engine: KokoroEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`say`'s timed render (`stream_timed`) made by the model once per input and replayed
+    after: the same real pieces and words for the same text, voice, speed, threads and
+    language (as `tests.replaying` does for the server), so a second `say` of the same
+    speech writes other files without rendering it again."""
+    made: dict[tuple, list[RenderedPiece]] = {}
+    render = engine.stream_timed
+
+    def stream_timed(*args: object, **kwargs: object) -> Iterator[RenderedPiece]:
+        key = (args, tuple(sorted(kwargs.items())))
+        if key not in made:
+            made[key] = list(render(*args, **kwargs))
+        return (RenderedPiece(piece.audio.copy(), list(piece.words), piece.more) for piece in made[key])
+
+    monkeypatch.setitem(vars(engine), "stream_timed", stream_timed)  # removed after: the class's again
+
+
+@pytest.mark.usefixtures("timed_once")
 def test_say_writes_subtitles_and_timestamps(run_cli: Cli, tmp_path: Path) -> None:
     audio, vtt, srt_file, stamps = (tmp_path / name for name in ("a.wav", "a.vtt", "a.srt", "w.json"))
     result = run_cli("say", TEXT, "-o", str(audio), "--subtitles", str(vtt), "--timestamps", str(stamps))

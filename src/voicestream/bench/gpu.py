@@ -151,12 +151,12 @@ def _refuse_another_precision(files: ModelFiles, variant: str) -> None:
         )
 
 
-def _engine(files: ModelFiles, variant: str, device: str) -> tuple[KokoroEngine, Placement]:
+def _engine(files: ModelFiles, variant: str, device: str, warm_up_texts: Sequence[str]) -> tuple[KokoroEngine, Placement]:
     engine = KokoroEngine(files, device=device)
     if engine.device != device:
         raise BenchRefused(f"{variant}: asked for {device}, but ONNX Runtime offers only {', '.join(engine.providers)}.")
     placement = profile_placement(engine)
-    for text in WARM_UP_TEXTS:
+    for text in warm_up_texts:
         engine.synthesize(text)
     return engine, placement
 
@@ -224,8 +224,11 @@ def measure_gpu(
     budget_s: float = BUDGET_S,
     windowed_rounds: int = WINDOWED_ROUNDS,
     windowed_text: str = WINDOWED_TEXT,
+    warm_up_texts: Sequence[str] = WARM_UP_TEXTS,
 ) -> Report:
-    """Measure each variant on ``device``; raises :class:`BenchRefused` before measuring if it cannot."""
+    """Measure each variant on ``device``; raises :class:`BenchRefused` before measuring if it cannot.
+    Each engine speaks ``warm_up_texts`` first, unmeasured (the test suite's CPU smoke test
+    passes one short text, as it passes a short ``text`` and ``windowed_text``)."""
     started = time.monotonic()
     files = resolve_variants(model_dir, variants, device, allow_int8_cuda)
     context = machine_context()
@@ -252,7 +255,7 @@ def measure_gpu(
     series: dict[str, list[float | None]] = {}
     with progress("bench gpu", len(files) * sum(ladder) * rounds) as advance:
         for variant, variant_files in files.items():
-            engine, placement = _engine(variant_files, variant, device)
+            engine, placement = _engine(variant_files, variant, device, warm_up_texts)
             if placement.cpu_ops and device == "cuda":
                 notes.append(f"{variant}: {sum(placement.cpu_ops.values())} nodes ran on the CPU provider")
             placement_table.add(

@@ -6,8 +6,10 @@ Shared by the speech server and the agent, which must not import each other.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
+import struct
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -73,18 +75,49 @@ WRITE_BUFFER = "voicestream.write_buffer"
 """The scope extension through which a WebSocket route reads how many bytes wait in the
 server's own buffer for the peer (``scope["extensions"][WRITE_BUFFER]["size"]()``)."""
 
+ABORT = "voicestream.abort"
+"""The scope extension through which a WebSocket route drops its connection at once
+(``scope["extensions"][ABORT]["abort"]()``; :func:`abort_websocket`)."""
 
-class WebSocketsWithWriteBuffer(WebSocketsSansIOProtocol):
-    """uvicorn's ``websockets-sansio`` protocol that also offers the :data:`WRITE_BUFFER`
-    extension. Why: a send returns while what it wrote still fits below the transport's
-    high-water mark, so a send that blocks may come seconds after the peer took its last
-    byte; the connection times its send timeout from that byte (`server.connection`)."""
+
+def drop_now(transport: asyncio.BaseTransport) -> None:
+    """Close ``transport`` at once: its unsent bytes are discarded and the peer gets a reset.
+
+    Why: a peer that stopped reading never takes a close frame, so a graceful close holds
+    the connection (a route's coroutine, a drain, the server's shutdown) until its timeout,
+    and even an abort leaves the kernel trying to deliver the bytes it buffered to a peer
+    that takes none; a zero linger time makes the kernel drop them with the socket."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+def abort_websocket(scope: Scope) -> bool:
+    """Drop the connection of the WebSocket ``scope`` now (:func:`drop_now`) where the server
+    offers :data:`ABORT`; False where it does not (the caller then closes as usual)."""
+    abort = scope.get("extensions", {}).get(ABORT)
+    if abort is None:
+        return False
+    abort["abort"]()
+    return True
+
+
+class WebSocketsWithTransport(WebSocketsSansIOProtocol):
+    """uvicorn's ``websockets-sansio`` protocol that also offers the routes two scope
+    extensions over its transport. :data:`WRITE_BUFFER`: a send returns while what it wrote
+    still fits below the transport's high-water mark, so a send that blocks may come seconds
+    after the peer took its last byte; the connection times its send timeout from that byte
+    (`server.connection`). :data:`ABORT`: a peer that read nothing for the send timeout is
+    dropped at once instead of being sent a close it never takes."""
 
     def handle_connect(self, event: Any) -> None:
         super().handle_connect(event)
         scope = getattr(self, "scope", None)
         if scope is not None:
             scope["extensions"][WRITE_BUFFER] = {"size": self.transport.get_write_buffer_size}
+            scope["extensions"][ABORT] = {"abort": lambda: drop_now(self.transport)}
 
 
 class BoundedServer(uvicorn.Server):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from tests.agent.realtime_checks import b64, checked, chunks, echo_agent, silence, spoken
 from tests.server.test_send_buffer import accepted_send_buffer
-from tests.server.wire import connect_non_reader
+from tests.server.wire import connect_non_reader, until_dropped
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
@@ -272,8 +272,9 @@ async def test_a_client_that_stops_reading_is_closed_at_the_send_timeout(speech_
     """A long spoken answer to a client that reads nothing (a 4 KB receive window; the agent's
     send buffer is fixed, as the speech server's): once the buffers are full a delta cannot
     leave within `realtime_send_s`, so the agent gives up on the socket (logged once), ends
-    its answer and forgets it, while the client still holds its end open. Read from the
-    agent's own accounting: its sockets, and the answers under way."""
+    its answer and forgets it, while the client still holds its end open, and drops the
+    connection (a close the client never takes held it, and the agent's shutdown, 5 s more).
+    Read from the agent's own accounting: its sockets, and the answers under way."""
     services: list[Any] = []
     send_s = 2.0
     with echo_agent(speech_server, services, limits=AnswerLimits(realtime_send_s=send_s)) as (url, _):
@@ -292,6 +293,7 @@ async def test_a_client_that_stops_reading_is_closed_at_the_send_timeout(speech_
                 while service.sockets or service.active_answers:
                     await asyncio.sleep(0.05)
             assert not ws.transport.is_closing()  # the agent let go, not the client
+            await until_dropped(sock)
         finally:
             ws.transport.abort()
     read_nothing = [r for r in caplog.records if "read nothing" in r.getMessage()]

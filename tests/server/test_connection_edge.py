@@ -3,12 +3,13 @@ share the send timeout, the idle clock and the drain of `voicestream.server.conn
 
 One real server for the module, in process on the session's replaying engine (its pieces
 rendered once by the real model, then given again: these tests check the edge around the
-render, not its time), with a 3 s send timeout, a 4 s idle timeout and a Wyoming port; the
+render, not its time), with a 3 s send timeout, a 2 s idle timeout and a Wyoming port; the
 drain's test runs `voicestream serve` as a process of its own, to send it SIGTERM. Every
 check reads the server's own accounting
-(sessions open, queue depth, closes by code), never a wall-clock bound: each face's peer
-that stops reading, or never speaks, is closed by the server while the peer still holds its
-end open, its slots are freed, and a new client on that face is then served.
+(sessions open, queue depth, closes by code) or the kernel's (the peer's TCP state), never a
+wall-clock bound: each face's peer that stops reading, or never speaks, is closed by the
+server while the peer still holds its end open, its slots are freed (and the connection of
+one that stops reading dropped), and a new client on that face is then served.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import base64
 import contextlib
 import json
 import signal
+import socket
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
@@ -30,6 +32,7 @@ from tests.server.wire import (
     metric,
     serve_process,
     until_above,
+    until_dropped,
     until_zero,
     ws_url,
 )
@@ -47,7 +50,7 @@ from voicestream.server.settings import ServerSettings
 pytestmark = pytest.mark.timeout(400)
 
 SEND_TIMEOUT_S = 3
-IDLE_TIMEOUT_S = 4
+IDLE_TIMEOUT_S = 2
 EXITED_ON_SIGTERM = -signal.SIGTERM
 ACTIVE = "voicestream_active_sessions"
 DEPTH = "voicestream_queue_depth"
@@ -98,40 +101,47 @@ def server(replaying_engine: ReplayingEngine) -> Iterator[Server]:
 # --- each face: a peer that never reads, one that never speaks, one that is served ----------
 
 
-async def _session_non_reader(server: Server) -> Callable[[], None]:
-    ws = await connect(ws_url(server.url), sock=await connect_non_reader(server.url), max_size=None, max_queue=1,
-                       compression=None)
-    await ws.send(json.dumps({"text": LONG_TEXT, "sample_rate": 48000, "request_id": "unread"}))
-    return ws.transport.abort
+NonReader = tuple[socket.socket, Callable[[], None]]
+"""A peer that reads nothing: its connection's socket, and how to hang it up."""
 
 
-async def _cartesia_non_reader(server: Server) -> Callable[[], None]:
-    ws = await connect(cartesia_url(server.url), sock=await connect_non_reader(server.url), max_size=None,
-                       max_queue=1, compression=None)
+async def _websocket_non_reader(server: Server, url: str, *messages: str) -> NonReader:
+    """A WebSocket on `connect_non_reader`'s connection that sends ``messages``, then reads
+    nothing. No keepalive pings: their pongs would go unread, and this end would close first."""
+    sock = await connect_non_reader(server.url)
+    ws = await connect(url, sock=sock, max_size=None, max_queue=1, compression=None, ping_interval=None)
+    for message in messages:
+        await ws.send(message)
+    return sock, ws.transport.abort
+
+
+async def _session_non_reader(server: Server) -> NonReader:
+    request = {"text": LONG_TEXT, "sample_rate": 48000, "request_id": "unread"}
+    return await _websocket_non_reader(server, ws_url(server.url), json.dumps(request))
+
+
+async def _cartesia_non_reader(server: Server) -> NonReader:
     f32 = {"container": "raw", "encoding": "pcm_f32le", "sample_rate": 48000}  # 256 kB of JSON a second
-    await ws.send(cartesia_message("unread", LONG_TEXT, output_format=f32))
-    return ws.transport.abort
+    return await _websocket_non_reader(server, cartesia_url(server.url),
+                                       cartesia_message("unread", LONG_TEXT, output_format=f32))
 
 
 def deepgram_url(base_url: str) -> str:
     return base_url.replace("http://", "ws://") + "/v1/speak?model=af_heart&encoding=linear16&sample_rate=48000"
 
 
-async def _deepgram_non_reader(server: Server) -> Callable[[], None]:
-    ws = await connect(deepgram_url(server.url), sock=await connect_non_reader(server.url), max_size=None,
-                       max_queue=1, compression=None)
-    await ws.send(json.dumps({"type": "Speak", "text": LONG_TEXT}))
-    await ws.send(json.dumps({"type": "Flush"}))
-    return ws.transport.abort
+async def _deepgram_non_reader(server: Server) -> NonReader:
+    return await _websocket_non_reader(server, deepgram_url(server.url),
+                                       json.dumps({"type": "Speak", "text": LONG_TEXT}), json.dumps({"type": "Flush"}))
 
 
-async def _wyoming_non_reader(server: Server) -> Callable[[], None]:
+async def _wyoming_non_reader(server: Server) -> NonReader:
     sock = await connect_non_reader(server.wyoming_url)
     event = Synthesize(text=LONG_TEXT).event()
     data = json.dumps(event.data).encode()
     header = json.dumps({"type": event.type, "data_length": len(data)}).encode() + b"\n"
     await asyncio.get_running_loop().sock_sendall(sock, header + data)
-    return sock.close
+    return sock, sock.close
 
 
 async def _session_served(server: Server) -> None:
@@ -226,15 +236,17 @@ async def test_a_peer_that_stops_reading_is_closed_at_the_send_timeout_and_frees
 ) -> None:
     """A long answer to a peer that never reads: the server closes it (1008, counted) while
     the peer still holds its end open, its request ends, its session slot and queue slots are
-    free, and a new client on the same face is served. Before issue 27 Cartesia's and
-    Wyoming's senders waited for such a peer forever."""
+    free, its connection is dropped (a close frame it would never take held the socket on
+    the WebSocket faces until the peer hung up), and a new client on the same face is served.
+    Before issue 27 Cartesia's and Wyoming's senders waited for such a peer forever."""
     non_reader, _, served = FACES[face]
     before = await metric(server.url, closed(1008))
-    abort = await non_reader(server)
+    sock, abort = await non_reader(server)
     try:
         await until_above(server.url, closed(1008), before, timeout_s=240)
         await until_zero(server.url, ACTIVE, DEPTH)
         assert await metric(server.url, closed(1008)) == before + 1
+        await until_dropped(sock)
         await served(server)
     finally:
         abort()

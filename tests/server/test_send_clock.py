@@ -4,7 +4,7 @@ A send returns as soon as its bytes are in the server's own buffer below the tra
 high-water mark, so after a peer stops reading, the send that finally blocks can come a
 whole render later, and a timeout counted from that send closed the peer seconds late. Here
 a real `Connection` on the real uvicorn WebSocket protocol the server runs
-(`WebSocketsWithWriteBuffer`), over loopback, sends until bytes wait in its buffer for a
+(`WebSocketsWithTransport`), over loopback, sends until bytes wait in its buffer for a
 peer that never reads; once they have waited the send timeout, the next frame is refused
 without being handed to the socket at all. A peer that reads gets the same late frame. Both
 checks are conditions (the frame was or was not written, the connection is or is not
@@ -28,7 +28,7 @@ from starlette.websockets import WebSocket
 from tests.server.wire import connect_non_reader
 from websockets.asyncio.client import connect
 
-from voicestream.asgi import WebSocketsWithWriteBuffer, free_port, serving
+from voicestream.asgi import WebSocketsWithTransport, free_port, serving
 from voicestream.engine import KokoroEngine
 from voicestream.limits import SEND_BUFFER_BYTES
 from voicestream.server import ServerSettings
@@ -65,7 +65,7 @@ def _probe_app(service: SpeechService, outcomes: queue.Queue[dict[str, Any]]) ->
         await websocket.accept()
         transport = _CountingTransport(websocket)
         connection = Connection(transport, service, service.admit_session())
-        outcome: dict[str, Any] = {"offered": WebSocketsWithWriteBuffer.__name__}
+        outcome: dict[str, Any] = {"offered": WebSocketsWithTransport.__name__}
         try:
             for _ in range(MAX_FRAMES):
                 await connection.send_within(FRAME)
@@ -93,7 +93,7 @@ def probe(engine: KokoroEngine):
     service = SpeechService(engine, ServerSettings(send_timeout_s=SEND_TIMEOUT_S), ServerMetrics())
     outcomes: queue.Queue[dict[str, Any]] = queue.Queue()
     config = uvicorn.Config(_probe_app(service, outcomes), host="127.0.0.1", port=free_port(),
-                            ws=WebSocketsWithWriteBuffer, log_config=None, log_level="warning")
+                            ws=WebSocketsWithTransport, log_config=None, log_level="warning")
     with serving(config, "send-clock-probe", SEND_BUFFER_BYTES) as url:
         yield url, outcomes
 

@@ -156,6 +156,19 @@ async def connect_non_reader(base_url: str) -> socket.socket:
     return sock
 
 
+TCP_ESTABLISHED = 1
+"""`tcp_info`'s first byte, the connection's state, while both ends hold it open (Linux)."""
+
+
+async def until_dropped(sock: socket.socket, timeout_s: float = 60) -> None:
+    """Wait until the server has dropped ``sock``'s connection: its state, as the kernel
+    of this end keeps it, is no longer established (a reset, or a close once every byte
+    left). The peer never reads, so a server that only sends a close holds it forever."""
+    async with asyncio.timeout(timeout_s):
+        while sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0] == TCP_ESTABLISHED:
+            await asyncio.sleep(POLL_S)
+
+
 async def open_non_reader(base_url: str) -> ClientConnection:
     """A WebSocket client on `connect_non_reader`'s connection, with no compression and one
     frame of queue: until it reads, the server's sends back up soon."""

@@ -56,7 +56,13 @@ from voicestream.agent.runtime import (
 from voicestream.agent.speech_input import SpeechRecognizer
 from voicestream.agent.ticking import Tick, ticking
 from voicestream.agent.voices import voices_route
-from voicestream.asgi import BoundedStreamingResponse, DrainingServer, free_port, serving
+from voicestream.asgi import (
+    BoundedStreamingResponse,
+    DrainingServer,
+    WebSocketsWithTransport,
+    free_port,
+    serving,
+)
 from voicestream.limits import SEND_BUFFER_BYTES
 from voicestream.protocol import (
     MAX_SESSION_ID_CHARS,
@@ -463,7 +469,9 @@ def serve_agent(
     by the caller (`voicestream.logs`)."""
     app = create_app(settings)
     service: AgentService = app.state.service
-    config = uvicorn.Config(app, host=host, port=port, access_log=False, log_config=None)
+    config = uvicorn.Config(
+        app, host=host, port=port, access_log=False, log_config=None, ws=WebSocketsWithTransport
+    )
     DrainingServer(
         config, drain=lambda: service.drain(grace_s), send_buffer_bytes=SEND_BUFFER_BYTES
     ).run()
@@ -476,7 +484,12 @@ def running_agent(
     """Serve `app` on `host` in a background thread; yields its base URL, stops on exit
     (tests, benchmarks, the one-machine demo)."""
     config = uvicorn.Config(
-        app, host=host, port=port or free_port(host), log_level="warning", lifespan="on"
+        app,
+        host=host,
+        port=port or free_port(host),
+        log_level="warning",
+        lifespan="on",
+        ws=WebSocketsWithTransport,
     )
     with serving(config, "agent-server", SEND_BUFFER_BYTES) as url:
         yield url

@@ -103,7 +103,7 @@ def agent(
     realtime_send_timeout: Annotated[
         float | None,
         typer.Option("--realtime-send-timeout",
-                     help="Seconds one Realtime event may take to send; then the socket closes (1008) (default 30)."),
+                     help="Seconds one Realtime event may take to send; then the connection is dropped (a TCP reset) (default 30)."),
     ] = None,
     api_key: ApiKey = None,
     cors_origin: CorsOrigins = None,

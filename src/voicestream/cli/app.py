@@ -288,10 +288,10 @@ def serve(
                           "closes it with 1008.")
     ] = limits.MAX_SESSION_ERRORS,
     send_timeout: Annotated[
-        float, typer.Option("--send-timeout", help="Close a connection (a session, a Cartesia socket, a Wyoming "
-                            "connection: 1008) that takes no byte of its frames, or drop a streamed HTTP response "
-                            "that takes no body chunk, for this many seconds; its requests end and its slots are "
-                            "freed.")
+        float, typer.Option("--send-timeout", help="Drop a connection (a session, a Cartesia socket, a Wyoming "
+                            "connection: counted as a 1008 close, sent as a TCP reset) that takes no byte of its "
+                            "frames, or a streamed HTTP response that takes no body chunk, for this many seconds; "
+                            "its requests end and its slots are freed.")
     ] = limits.SEND_TIMEOUT_S,
     send_buffer_bytes: Annotated[
         int, typer.Option("--send-buffer-bytes", min=4096, help="Kernel send buffer of each accepted connection "

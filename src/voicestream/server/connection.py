@@ -23,7 +23,9 @@ is idle (the drain asks every connection), and at the end of the grace whatever 
 States, as Starlette's ``WebSocketState`` guards a socket's: OPEN (reading and answering),
 CLOSING (reading no more: answering what was accepted, or about to close), CLOSED. Once
 the connection decides to close it reads nothing more, releases everything it holds and
-the server forgets it; only then is the close sent, within ``CLOSE_TIMEOUT_S``.
+the server forgets it; only then is the close sent, within ``CLOSE_TIMEOUT_S``, or, for a
+peer that took no frame for ``--send-timeout``, the connection dropped at once (it would
+never take the close).
 
 A face subclasses it and only parses (:meth:`handle`), formats (:meth:`fault_frame`) and
 sends its answers (:meth:`answer`); the transports differ only in their three primitives.
@@ -42,7 +44,7 @@ from typing import Any, ClassVar, Protocol
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from voicestream.asgi import WRITE_BUFFER
+from voicestream.asgi import WRITE_BUFFER, abort_websocket
 from voicestream.protocol import ErrorCode, SpeechFault
 from voicestream.server.job import Listener
 from voicestream.server.requests import SpeechService
@@ -88,6 +90,11 @@ class Transport(Protocol):
         """Bytes that wait in the server's own buffer for the peer; None if unknown."""
         ...
 
+    def abort(self) -> bool:
+        """Drop the connection now, unsent bytes and all (for a peer that reads nothing);
+        False if the transport cannot, and the close is then sent as usual."""
+        ...
+
 
 class WebSocketTransport:
     """A Starlette WebSocket: messages are text or bytes (SageMaker forwards text as binary);
@@ -120,6 +127,9 @@ class WebSocketTransport:
     def unsent_bytes(self) -> int | None:
         buffer = self.websocket.scope.get("extensions", {}).get(WRITE_BUFFER)
         return None if buffer is None else buffer["size"]()
+
+    def abort(self) -> bool:
+        return abort_websocket(self.websocket.scope)
 
 
 @dataclass(frozen=True)
@@ -156,6 +166,9 @@ class Connection:
         self.listener = listener
         """The connection's share of the queue, for all its requests."""
         self.state = ConnectionState.OPEN
+        self.stalled = False
+        """A frame did not leave within ``--send-timeout``: the peer reads nothing, so the
+        connection is dropped at its end instead of being sent a close."""
         self._outbox: asyncio.Queue[Any] = asyncio.Queue()
         """Bounded by the faces: ``max_session_requests`` answers, ``MAX_PENDING_ERRORS``
         error frames, a close marker, and what each face bounds of its own frames."""
@@ -261,6 +274,7 @@ class Connection:
                 await self.transport.send(frame)
         except TimeoutError:
             log.warning("closing %s that took no frame for %g s (1008)", self.a_kind, timeout_s)
+            self.stalled = True
             self.go_away(POLICY)
             raise SendTimedOut from None
         finally:
@@ -418,7 +432,8 @@ class Connection:
             code = await connection.run()
         if code is not None and code != NORMAL:  # an idle close is counted when decided
             service.metrics.sessions_closed.labels(code=str(code)).inc()
-        await _close_within(transport, code)
+        if not (connection.stalled and transport.abort()):
+            await _close_within(transport, code)
 
     @classmethod
     async def _refuse(cls, transport: Transport, service: SpeechService | None) -> None:

@@ -41,7 +41,7 @@ from wyoming.tts import (
     SynthesizeStopped,
 )
 
-from voicestream.asgi import cap_send_buffer
+from voicestream.asgi import cap_send_buffer, drop_now
 from voicestream.audio import ENGINE_SAMPLE_RATE
 from voicestream.protocol import DEFAULT_VOICE, ErrorCode, SpeechFault, voice_catalog
 from voicestream.protocol.wyoming import (
@@ -172,11 +172,15 @@ class WyomingTransport:
     def unsent_bytes(self) -> int | None:
         return self.writer.transport.get_write_buffer_size()
 
+    def abort(self) -> bool:
+        drop_now(self.writer.transport)
+        return True
+
     async def close(self, code: int | None) -> None:
-        """Close the stream; a peer that reads nothing (1008) or has gone gets no goodbye:
-        its unsent bytes are dropped at once."""
+        """Close the stream; a peer that has gone or is closed for policy (Wyoming has no
+        close codes) gets no goodbye: its unsent bytes are dropped at once."""
         if code in (None, POLICY):
-            self.writer.transport.abort()
+            self.abort()
             return
         self.writer.close()
         try:

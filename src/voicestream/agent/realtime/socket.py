@@ -3,7 +3,8 @@
 Two tasks: the reader parses each text frame and lets the session act on it (a bad or
 unsupported event is answered with one `error` event; the socket stays open); the sender
 takes the outbox in order, each frame within the agent's `realtime_send_s` (30 s), or the
-socket is closed (1008): a client that stops reading frees the agent at that timeout. A
+socket is dropped (the close it would never take is not sent): a client that stops reading
+frees the agent and its connection at that timeout. A
 socket with nothing under way that hears nothing for `realtime_idle_s` (600 s) is closed
 (1000). The outbox holds a
 response's deltas up to `MAX_QUEUED_DELTAS` (the response then waits, holding back its LLM
@@ -25,6 +26,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from voicestream.access import accepted_subprotocol
 from voicestream.agent.realtime.session import RealtimeSession
+from voicestream.asgi import abort_websocket
 from voicestream.protocol import MAX_SESSION_ID_CHARS, SESSION_HEADER
 from voicestream.protocol.realtime import ErrorEvent, RealtimeError, ServerEvent, parse_client_event
 
@@ -105,6 +107,9 @@ class RealtimeSocket:
         self._gone: asyncio.Future[int] = self._loop.create_future()
         self._handling = False
         self._sending = False
+        self.stalled = False
+        """An event did not leave within `realtime_send_s`: the client reads nothing, so the
+        socket is dropped at its end instead of being sent a close it would never take."""
         self._last_activity = time.monotonic()
         """When the client last sent an event or the socket last sent one: the idle clock's start."""
 
@@ -216,6 +221,7 @@ class RealtimeSocket:
                 self._last_activity = time.monotonic()
             except TimeoutError:
                 logger.warning("a realtime client read nothing for %g s; closing it", send_s)
+                self.stalled = True
                 return
             except (WebSocketDisconnect, RuntimeError, OSError):
                 return
@@ -245,7 +251,8 @@ async def serve_realtime(websocket: WebSocket, service: AgentService) -> None:
         close = await socket.run()
     finally:
         service.sockets.discard(socket)
-    await _close_within(websocket, close)
+    if not (socket.stalled and abort_websocket(websocket.scope)):
+        await _close_within(websocket, close)
 
 
 async def _close_within(websocket: WebSocket, code: int, last: ServerEvent | None = None) -> None:

@@ -18,7 +18,7 @@ def test_one_spoken_turn_and_one_barge_in(engine: KokoroEngine) -> None:
         questions=("What is rain?",),
         interruptions=("What do bees eat?",),
         transcribe=lambda pcm, rate: transcribe(pcm16_to_float(pcm), rate),
-        max_tokens=30,
+        max_tokens=20,
         interrupt_after_s=0.0,
         warm_up=False,
     )

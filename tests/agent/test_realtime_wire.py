@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from tests.agent.realtime_checks import b64, checked, chunks, echo_agent, silence, spoken
 from tests.server.test_send_buffer import accepted_send_buffer
-from tests.server.wire import connect_non_reader, until_dropped
+from tests.server.wire import open_non_reader, until_dropped
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
@@ -273,17 +273,13 @@ async def test_a_client_that_stops_reading_is_closed_at_the_send_timeout(speech_
     send buffer is fixed, as the speech server's): once the buffers are full a delta cannot
     leave within `realtime_send_s`, so the agent gives up on the socket (logged once), ends
     its answer and forgets it, while the client still holds its end open, and drops the
-    connection (a close the client never takes held it, and the agent's shutdown, 5 s more).
-    Read from the agent's own accounting: its sockets, and the answers under way."""
+    connection (before, it sent a close the client never took, which held the connection,
+    and the agent's shutdown 5 s more). Read from the agent's own accounting: its sockets,
+    and the answers under way; and from the client's kernel: the connection's state."""
     services: list[Any] = []
     send_s = 2.0
     with echo_agent(speech_server, services, limits=AnswerLimits(realtime_send_s=send_s)) as (url, _):
-        http_url = url.replace("ws://", "http://")
-        sock = await connect_non_reader(http_url)
-        # no keepalive pings: their pongs go unread too, and the client would close first
-        ws = await connect(
-            f"{url}/v1/realtime", sock=sock, max_size=None, max_queue=1, compression=None, ping_interval=None
-        )
+        ws = await open_non_reader(url.replace("ws://", "http://"), f"{url}/v1/realtime")
         try:
             await question(ws, "Tell me a long story about the sea.")
             service = services[0]
@@ -293,7 +289,7 @@ async def test_a_client_that_stops_reading_is_closed_at_the_send_timeout(speech_
                 while service.sockets or service.active_answers:
                     await asyncio.sleep(0.05)
             assert not ws.transport.is_closing()  # the agent let go, not the client
-            await until_dropped(sock)
+            await until_dropped(ws)
         finally:
             ws.transport.abort()
     read_nothing = [r for r in caplog.records if "read nothing" in r.getMessage()]

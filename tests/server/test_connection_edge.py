@@ -30,6 +30,7 @@ from tests.server.wire import (
     WirePeer,
     connect_non_reader,
     metric,
+    open_non_reader,
     serve_process,
     until_above,
     until_dropped,
@@ -101,18 +102,16 @@ def server(replaying_engine: ReplayingEngine) -> Iterator[Server]:
 # --- each face: a peer that never reads, one that never speaks, one that is served ----------
 
 
-NonReader = tuple[socket.socket, Callable[[], None]]
-"""A peer that reads nothing: its connection's socket, and how to hang it up."""
+NonReader = tuple[socket.socket | ClientConnection, Callable[[], None]]
+"""A peer that reads nothing: its connection (for `until_dropped`), and how to hang it up."""
 
 
-async def _websocket_non_reader(server: Server, url: str, *messages: str) -> NonReader:
-    """A WebSocket on `connect_non_reader`'s connection that sends ``messages``, then reads
-    nothing. No keepalive pings: their pongs would go unread, and this end would close first."""
-    sock = await connect_non_reader(server.url)
-    ws = await connect(url, sock=sock, max_size=None, max_queue=1, compression=None, ping_interval=None)
+async def _websocket_non_reader(server: Server, address: str, *messages: str) -> NonReader:
+    """`open_non_reader` at ``address``, after sending ``messages``."""
+    ws = await open_non_reader(server.url, address)
     for message in messages:
         await ws.send(message)
-    return sock, ws.transport.abort
+    return ws, ws.transport.abort
 
 
 async def _session_non_reader(server: Server) -> NonReader:

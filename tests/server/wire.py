@@ -160,20 +160,25 @@ TCP_ESTABLISHED = 1
 """`tcp_info`'s first byte, the connection's state, while both ends hold it open (Linux)."""
 
 
-async def until_dropped(sock: socket.socket, timeout_s: float = 60) -> None:
-    """Wait until the server has dropped ``sock``'s connection: its state, as the kernel
-    of this end keeps it, is no longer established (a reset, or a close once every byte
-    left). The peer never reads, so a server that only sends a close holds it forever."""
+async def until_dropped(peer: socket.socket | ClientConnection, timeout_s: float = 60) -> None:
+    """Wait until the server has dropped ``peer``'s connection (a socket, or a WebSocket
+    client's): its state, as the kernel of this end keeps it, is no longer established (a
+    reset, or a close once every byte left). The peer never reads, so a server that only
+    sends a close holds it forever."""
+    sock = peer.transport.get_extra_info("socket") if isinstance(peer, ClientConnection) else peer
     async with asyncio.timeout(timeout_s):
         while sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0] == TCP_ESTABLISHED:
             await asyncio.sleep(POLL_S)
 
 
-async def open_non_reader(base_url: str) -> ClientConnection:
-    """A WebSocket client on `connect_non_reader`'s connection, with no compression and one
-    frame of queue: until it reads, the server's sends back up soon."""
+async def open_non_reader(base_url: str, address: str | None = None) -> ClientConnection:
+    """A WebSocket client on `connect_non_reader`'s connection to ``base_url``, at ``address``
+    (the session's route unless given), with no compression, one frame of queue and no
+    keepalive pings (their pongs would go unread, and this end would close first): until it
+    reads, the server's sends back up soon."""
     sock = await connect_non_reader(base_url)
-    return await connect(ws_url(base_url), sock=sock, max_size=None, max_queue=1, compression=None)
+    return await connect(address or ws_url(base_url), sock=sock, max_size=None, max_queue=1, compression=None,
+                         ping_interval=None)
 
 
 @contextlib.contextmanager

@@ -273,7 +273,7 @@ class Connection:
             async with asyncio.timeout(deadline - now):
                 await self.transport.send(frame)
         except TimeoutError:
-            log.warning("closing %s that took no frame for %g s (1008)", self.a_kind, timeout_s)
+            log.warning("dropping %s that took no frame for %g s (1008)", self.a_kind, timeout_s)
             self.stalled = True
             self.go_away(POLICY)
             raise SendTimedOut from None

@@ -4,9 +4,8 @@ Two tasks: the reader parses each text frame and lets the session act on it (a b
 unsupported event is answered with one `error` event; the socket stays open); the sender
 takes the outbox in order, each frame within the agent's `realtime_send_s` (30 s), or the
 socket is dropped (the close it would never take is not sent): a client that stops reading
-frees the agent and its connection at that timeout. A
-socket with nothing under way that hears nothing for `realtime_idle_s` (600 s) is closed
-(1000). The outbox holds a
+frees the agent and its connection at that timeout. A socket with nothing under way that
+hears nothing for `realtime_idle_s` (600 s) is closed (1000). The outbox holds a
 response's deltas up to `MAX_QUEUED_DELTAS` (the response then waits, holding back its LLM
 and speech session), and can drop a cancelled response's deltas before they go out.
 """
@@ -220,7 +219,7 @@ class RealtimeSocket:
                     await self.websocket.send_text(json.dumps(event.wire()))
                 self._last_activity = time.monotonic()
             except TimeoutError:
-                logger.warning("a realtime client read nothing for %g s; closing it", send_s)
+                logger.warning("a realtime client read nothing for %g s; dropping it", send_s)
                 self.stalled = True
                 return
             except (WebSocketDisconnect, RuntimeError, OSError):

@@ -19,6 +19,7 @@ from typing import Any
 import uvicorn
 from starlette.responses import StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,9 @@ class BoundedStreamingResponse(StreamingResponse):
 
     A client that stays connected and reads nothing would otherwise hold its answer (a
     request's queue slot, an agent's LLM and speech session) for as long as it likes: the
-    response is dropped, logged once with ``stalled_what``."""
+    response is dropped, logged once with ``stalled_what``, and so is its connection where
+    the server offers :data:`ABORT` (:class:`HttpToolsWithTransport`): a graceful close would
+    wait for the unread bytes to leave, that is until the client hangs up."""
 
     stalled_what = "a response"
 
@@ -56,6 +59,10 @@ class BoundedStreamingResponse(StreamingResponse):
             await super().__call__(scope, receive, send_within_timeout)
         except _ClientStalled:
             log.warning("dropping %s whose client took nothing for %g s", self.stalled_what, self.send_timeout_s)
+            if abort_connection(scope):
+                # One turn of the loop delivers the connection's loss to uvicorn before this
+                # app returns, so that it does not also log an unfinished response.
+                await asyncio.sleep(0)
         finally:
             await self.body_iterator.aclose()  # type: ignore[attr-defined]
 
@@ -76,8 +83,8 @@ WRITE_BUFFER = "voicestream.write_buffer"
 server's own buffer for the peer (``scope["extensions"][WRITE_BUFFER]["size"]()``)."""
 
 ABORT = "voicestream.abort"
-"""The scope extension through which a WebSocket route drops its connection at once
-(``scope["extensions"][ABORT]["abort"]()``; :func:`abort_websocket`)."""
+"""The scope extension through which a WebSocket route or an HTTP response drops its
+connection at once (``scope["extensions"][ABORT]["abort"]()``; :func:`abort_connection`)."""
 
 
 def drop_now(transport: asyncio.BaseTransport) -> None:
@@ -94,9 +101,10 @@ def drop_now(transport: asyncio.BaseTransport) -> None:
     transport.abort()
 
 
-def abort_websocket(scope: Scope) -> bool:
-    """Drop the connection of the WebSocket ``scope`` now (:func:`drop_now`) where the server
-    offers :data:`ABORT`; False where it does not (the caller then closes as usual)."""
+def abort_connection(scope: Scope) -> bool:
+    """Drop the connection of the WebSocket or HTTP ``scope`` now (:func:`drop_now`) where
+    the server offers :data:`ABORT`; False where it does not (the caller then closes as
+    usual)."""
     abort = scope.get("extensions", {}).get(ABORT)
     if abort is None:
         return False
@@ -118,6 +126,21 @@ class WebSocketsWithTransport(WebSocketsSansIOProtocol):
         if scope is not None:
             scope["extensions"][WRITE_BUFFER] = {"size": self.transport.get_write_buffer_size}
             scope["extensions"][ABORT] = {"abort": lambda: drop_now(self.transport)}
+
+
+class HttpToolsWithTransport(HttpToolsProtocol):
+    """uvicorn's ``httptools`` protocol that offers each request :data:`ABORT`: a streamed
+    response whose client read nothing for the send timeout drops its connection at once
+    (:class:`BoundedStreamingResponse`) instead of leaving it open until the client hangs up."""
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        transport = self.transport
+        self.scope.setdefault("extensions", {})[ABORT] = {"abort": lambda: drop_now(transport)}
+
+
+CONNECTION_PROTOCOLS: dict[str, Any] = {"http": HttpToolsWithTransport, "ws": WebSocketsWithTransport}
+"""uvicorn's ``http`` and ``ws`` settings of every server here (the speech server, the agent)."""
 
 
 class BoundedServer(uvicorn.Server):

@@ -27,6 +27,7 @@ from voicestream.agent.app import (
     running_agent,
 )
 from voicestream.agent.runtime import AnswerLimits
+from voicestream.asgi import ABORT
 from voicestream.engine import KokoroEngine, Piece
 from voicestream.protocol import SSEDecoder
 from voicestream.server import ServerSettings, free_port, running_server
@@ -256,7 +257,9 @@ async def test_transcription_counts_inside_the_answer_deadline(local_llm) -> Non
 async def test_a_caller_that_takes_nothing_is_dropped_and_frees_its_answer(speech_server, local_llm) -> None:
     """Driven as uvicorn drives the response, with a send that never completes: a caller
     that stays connected and reads nothing (a socket's buffers would make this depend on
-    their sizes). The stream gives up after the deadline, and the answer's slot is free."""
+    their sizes). The stream gives up after the deadline, asks the server to drop the
+    connection (the `ABORT` extension the agent's uvicorn protocol offers; the speech
+    server's test_limits drops a real one), and the answer's slot is free."""
     limits = AnswerLimits(answer_timeout_s=1.0, keepalive_s=0.05)
     service = AgentService(AgentSettings(speech_url=speech_server, limits=limits), local_llm)
     stream = EventStream(service.answer({"prompt": "Hi."}), limits.keepalive_s, limits.answer_timeout_s)
@@ -270,8 +273,11 @@ async def test_a_caller_that_takes_nothing_is_dropped_and_frees_its_answer(speec
         if message["type"] == "http.response.body":
             await never.wait()
 
-    scope = {"type": "http", "asgi": {"spec_version": "2.3"}, "method": "POST", "headers": []}
+    dropped = threading.Event()
+    scope = {"type": "http", "asgi": {"spec_version": "2.3"}, "method": "POST", "headers": [],
+             "extensions": {ABORT: {"abort": dropped.set}}}
     async with asyncio.timeout(30):
         await stream(scope, receive, send)
+    assert dropped.is_set()
     assert service.active_answers == 0
     await settled(local_llm)

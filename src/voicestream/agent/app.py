@@ -57,9 +57,9 @@ from voicestream.agent.speech_input import SpeechRecognizer
 from voicestream.agent.ticking import Tick, ticking
 from voicestream.agent.voices import voices_route
 from voicestream.asgi import (
+    CONNECTION_PROTOCOLS,
     BoundedStreamingResponse,
     DrainingServer,
-    WebSocketsWithTransport,
     free_port,
     serving,
 )
@@ -470,7 +470,7 @@ def serve_agent(
     app = create_app(settings)
     service: AgentService = app.state.service
     config = uvicorn.Config(
-        app, host=host, port=port, access_log=False, log_config=None, ws=WebSocketsWithTransport
+        app, host=host, port=port, access_log=False, log_config=None, **CONNECTION_PROTOCOLS
     )
     DrainingServer(
         config, drain=lambda: service.drain(grace_s), send_buffer_bytes=SEND_BUFFER_BYTES
@@ -489,7 +489,7 @@ def running_agent(
         port=port or free_port(host),
         log_level="warning",
         lifespan="on",
-        ws=WebSocketsWithTransport,
+        **CONNECTION_PROTOCOLS,
     )
     with serving(config, "agent-server", SEND_BUFFER_BYTES) as url:
         yield url

@@ -89,7 +89,8 @@ def agent(
         int | None, typer.Option("--max-prompt-chars", help="Longest prompt accepted (default 4000).")
     ] = None,
     answer_timeout: Annotated[
-        float | None, typer.Option("--answer-timeout", help="Seconds an answer may take (default 300).")
+        float | None, typer.Option("--answer-timeout", help="Seconds an answer may take (default 300), and the most one "
+                     "of its events may wait for a caller that reads nothing (then the connection is dropped).")
     ] = None,
     speech_timeout: Annotated[
         float | None,

@@ -290,8 +290,8 @@ def serve(
     send_timeout: Annotated[
         float, typer.Option("--send-timeout", help="Drop a connection (a session, a Cartesia socket, a Wyoming "
                             "connection: counted as a 1008 close, sent as a TCP reset) that takes no byte of its "
-                            "frames, or a streamed HTTP response that takes no body chunk, for this many seconds; "
-                            "its requests end and its slots are freed.")
+                            "frames, or a streamed HTTP response that takes no body chunk (its connection dropped "
+                            "too), for this many seconds; its requests end and its slots are freed.")
     ] = limits.SEND_TIMEOUT_S,
     send_buffer_bytes: Annotated[
         int, typer.Option("--send-buffer-bytes", min=4096, help="Kernel send buffer of each accepted connection "

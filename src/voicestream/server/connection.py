@@ -44,7 +44,7 @@ from typing import Any, ClassVar, Protocol
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from voicestream.asgi import WRITE_BUFFER, abort_websocket
+from voicestream.asgi import WRITE_BUFFER, abort_connection
 from voicestream.protocol import ErrorCode, SpeechFault
 from voicestream.server.job import Listener
 from voicestream.server.requests import SpeechService
@@ -129,7 +129,7 @@ class WebSocketTransport:
         return None if buffer is None else buffer["size"]()
 
     def abort(self) -> bool:
-        return abort_websocket(self.websocket.scope)
+        return abort_connection(self.websocket.scope)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from voicestream.asgi import DrainingServer, WebSocketsWithTransport, free_port, serving
+from voicestream.asgi import CONNECTION_PROTOCOLS, DrainingServer, free_port, serving
 from voicestream.engine import KokoroEngine
 from voicestream.server.app import create_app
 from voicestream.server.settings import ServerSettings
@@ -17,7 +17,7 @@ def _config(settings: ServerSettings, engine: KokoroEngine | None, log_level: st
     """uvicorn's settings; ``log_config=None`` leaves logging to ``voicestream.logs``."""
     return uvicorn.Config(
         create_app(settings, engine), host=settings.host, port=settings.port, log_level=log_level,
-        ws=WebSocketsWithTransport, ws_ping_interval=20.0, ws_ping_timeout=20.0, timeout_graceful_shutdown=5,
+        **CONNECTION_PROTOCOLS, ws_ping_interval=20.0, ws_ping_timeout=20.0, timeout_graceful_shutdown=5,
         ws_max_size=settings.max_body_bytes, log_config=None,
     )
 

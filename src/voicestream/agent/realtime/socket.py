@@ -25,7 +25,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from voicestream.access import accepted_subprotocol
 from voicestream.agent.realtime.session import RealtimeSession
-from voicestream.asgi import abort_websocket
+from voicestream.asgi import abort_connection
 from voicestream.protocol import MAX_SESSION_ID_CHARS, SESSION_HEADER
 from voicestream.protocol.realtime import ErrorEvent, RealtimeError, ServerEvent, parse_client_event
 
@@ -250,7 +250,7 @@ async def serve_realtime(websocket: WebSocket, service: AgentService) -> None:
         close = await socket.run()
     finally:
         service.sockets.discard(socket)
-    if not (socket.stalled and abort_websocket(websocket.scope)):
+    if not (socket.stalled and abort_connection(websocket.scope)):
         await _close_within(websocket, close)
 
 

@@ -36,7 +36,9 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_LOCAL_THREADS = 2 if available_cpus() > 2 else 1
 """Two threads, or one on a machine of one or two available cores. llama.cpp's threads wait for each
 other by spinning, so two of them beside the speech engine on two cores starve both: measured
-here, a first sentence took 5 to 80 s to be written and spoken instead of 5 to 12 s."""
+here, a first sentence took 5 to 80 s to be written and spoken instead of 5 to 12 s. The prompt's
+evaluation takes as many (llama-cpp-python's default is every core: its OpenMP team of two spun
+in barriers while the speech engine held a core, 17 s of CPU in tests/agent and tests/web)."""
 
 
 GENERATION_NICENESS = 5
@@ -165,6 +167,7 @@ class LocalLlamaModel(Model):
                     self._llama = Llama(
                         model_path=self.config["model_path"],
                         n_threads=self.config["n_threads"],
+                        n_threads_batch=self.config["n_threads"],
                         n_ctx=self.config["n_ctx"],
                         verbose=False,
                     )

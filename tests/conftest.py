@@ -61,6 +61,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=folder_rank)  # stable: the order inside a rank is pytest's
 
 
+ONE_WORKER_FOLDERS = ("infra",)
+"""Folders whose files all run on one worker: the first CDK synth in a worker starts jsii's
+Node.js runtime and loads the CDK's assembly (about 10 s of CPU); with the folder's files on
+both workers that was paid twice (perf: the second worker's runtime, 9.5 s of CPU)."""
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadfile`` (pyproject's addopts), but each of `ONE_WORKER_FOLDERS` is one
+    unit of work instead of one per file; any other ``--dist`` is xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesAndFolders(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            parts = path.split("/")
+            if len(parts) > 2 and parts[0] == "tests" and parts[1] in ONE_WORKER_FOLDERS:
+                return "/".join(parts[:2])
+            return path
+
+    return FilesAndFolders(config, log)  # type: ignore[arg-type]
+
+
 @pytest.fixture(scope="session")
 def engine() -> KokoroEngine:
     return KokoroEngine.load()

@@ -45,11 +45,12 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return max(2, min(MAX_TEST_WORKERS, len(os.sched_getaffinity(0))))
 
 
-SLOW_FOLDERS_FIRST = ("web", "bench", "deploy", "agent", "infra", "engine", "server", "client")
+SLOW_FOLDERS_FIRST = ("web", "bench", "deploy", "agent", "infra", "engine", "server", "client", "text")
 """Folders by how long their files take (a browser playing answers, the benches, servers behind
 haproxy, the LLM, CDK synths, renders): run in this order, the quick pure-layer folders last, so
 that the workers' last files are short ones and both finish together rather than one waiting
-while the other plays a page. pyproject's addopts keep xdist from reordering files by test
+while the other plays a page. tests/text comes before the rest: its linearity file (about 25 s)
+was the run's last file, on one worker while the other had finished (stop 50's log). pyproject's addopts keep xdist from reordering files by test
 count (--no-loadscope-reorder), which would put these few-test files last."""
 
 

@@ -463,7 +463,7 @@ def similarity(derived: Path, source: Path, voices_dir: Path, texts: Iterable[st
     import onnxruntime as ort
 
     from voicestream.engine.graph import load_graph
-    from voicestream.engine.kokoro import KokoroEngine
+    from voicestream.engine.kokoro import KokoroEngine, session_options
     from voicestream.engine.weights import ModelFiles
 
     engine = KokoroEngine(ModelFiles(source, voices_dir, "source"), max_threads=1, first_window_s=0)
@@ -472,7 +472,12 @@ def similarity(derived: Path, source: Path, voices_dir: Path, texts: Iterable[st
         split = load_graph(path).split
         if split is None:
             raise ValueError(f"{path}: the graph has no vocoder cut to compare at")
-        halves.append([ort.InferenceSession(half, providers=["CPUExecutionProvider"]) for half in (split.front, split.vocoder)])
+        # One thread that sleeps when idle, as the engine's: ONNX Runtime's default is a
+        # spinning thread per core, which took CPU from whatever ran beside the check.
+        halves.append([
+            ort.InferenceSession(half, session_options(1), providers=["CPUExecutionProvider"])
+            for half in (split.front, split.vocoder)
+        ])
     same = total = 0
     ratios, correlations = [], []
     for text in texts:

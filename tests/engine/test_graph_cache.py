@@ -3,20 +3,27 @@ back as the same model, dropped when its model file changes or the entry is dama
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 
-from voicestream.engine import KokoroEngine, graph
+from voicestream.engine import KokoroEngine, conv_gemm, graph
 from voicestream.engine.kokoro import session_options
 
 
 def _entries(cache: Path) -> list[Path]:
     return sorted(path.parent for path in (cache / "graphs").glob(f"*/{graph.MANIFEST}"))
+
+
+def _ops(model: str | bytes) -> collections.Counter[str]:
+    proto = onnx.load(model) if isinstance(model, str) else onnx.load_from_string(model)
+    return collections.Counter(node.op_type for node in proto.graph.node)
 
 
 def _audio(model: str | bytes, feed: dict[str, np.ndarray]) -> np.ndarray:
@@ -44,6 +51,11 @@ def test_the_cached_graph_is_the_edited_model_and_follows_its_file(
     feed = engine.model_inputs(next(engine.plan("Hello there.")), "af_heart", 1.0)
     assert feed is not None
     np.testing.assert_array_equal(_audio(stored.model, feed), _audio(edited.model, feed))
+    # ... though, where the CPU's uint8 x int8 products are exact, it runs its convolutions
+    # as matrix products (`conv_gemm`) and the in-memory edit for CUDA does not
+    convs = {name: _ops(model)["ConvInteger"] for name, model in (("stored", stored.model), ("edited", edited.model))}
+    assert convs["edited"] == 87
+    assert convs["stored"] == (3 if conv_gemm.exact_on_this_cpu() else 87)
 
     # an entry made from the file as it was before (another mtime) is dropped, this one kept
     outdated = tmp_path / "graphs" / "outdated"

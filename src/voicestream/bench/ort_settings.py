@@ -9,7 +9,9 @@ that the machine's noise falls on all of them alike. Per variant: the session's 
 the median wall time of a run, the CPU time a run costs the process (spinning threads burn
 CPU that the LLM and the other sessions need) and the ratios to the shipped settings. The
 pre-optimized variant saves the fully optimized graph beside the model once (not timed)
-and loads that with no further optimization: what caching it would save at start.
+and loads that with no further optimization: what caching it would save at start. Where
+the engine's graph has its convolutions as VNNI matrix products (`voicestream.engine.conv_gemm`),
+one more variant runs the model's own ``ConvInteger`` nodes: what that rewrite saves.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import TYPE_CHECKING
 from voicestream.bench.report import Report, Table, machine_context, progress
 from voicestream.bench.texts import LONE_SENTENCE
 from voicestream.engine import KokoroEngine
-from voicestream.engine.graph import load_graph
+from voicestream.engine.conv_gemm import exact_on_this_cpu
+from voicestream.engine.graph import edit_graph, load_graph
 from voicestream.engine.kokoro import max_run_threads, session_options
 
 if TYPE_CHECKING:
@@ -40,6 +43,8 @@ class Variant:
     change: Callable[[ort.SessionOptions], None]
     shrink_arena: bool = True
     preoptimized: bool = False
+    gemm_convs: bool = True
+    """False: the model's own uint8 ``ConvInteger`` nodes, not the engine's VNNI matrix products."""
 
 
 def _shipped(options: ort.SessionOptions) -> None:
@@ -76,6 +81,7 @@ VARIANTS = (
     Variant("basic optimizations only", _level("ORT_ENABLE_BASIC")),
     Variant("denormals as zero", _denormals_as_zero),
     Variant("pre-optimized graph loaded as is", _shipped, preoptimized=True),
+    Variant("convolutions as the model's ConvInteger (uint8 x uint8)", _shipped, gemm_convs=False),
 )
 
 
@@ -133,16 +139,19 @@ def measure_ort_settings(engine: KokoroEngine, trials: int = 5, voice: str = "af
     if feed is None:
         raise ValueError(f"{LONE_SENTENCE!r} has no speakable token")
     thread_counts = sorted({1, max_run_threads()})
+    # on a CPU without VNNI the engine's graph already runs the model's ConvInteger
+    variants = [variant for variant in VARIANTS if variant.gemm_convs or exact_on_this_cpu()]
     contenders: list[_Contender] = []
     with tempfile.TemporaryDirectory(prefix="voicestream-ort-") as folder:
         optimized = _preoptimized_model(graph.model, Path(folder))
-        runs = len(VARIANTS) * len(thread_counts) * (trials + 2)
+        models = {True: graph.model, False: edit_graph(engine.files.model_path, gemm_convs=False).model}
+        runs = len(variants) * len(thread_counts) * (trials + 2)
         with progress("bench ort", runs) as advance:
             for threads in thread_counts:
-                for variant in VARIANTS:
+                for variant in variants:
                     started = time.perf_counter()
                     session = ort.InferenceSession(
-                        optimized if variant.preoptimized else graph.model,
+                        optimized if variant.preoptimized else models[variant.gemm_convs],
                         _options(threads, variant),
                         providers=["CPUExecutionProvider"],
                     )

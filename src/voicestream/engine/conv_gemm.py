@@ -38,17 +38,23 @@ log = logging.getLogger(__name__)
 VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni"})
 """The x86 CPU flags under which MLAS sums uint8 x int8 products exactly (``vpdpbusd``)."""
 CPU_INFO = Path("/proc/cpuinfo")
-MIN_OPSET = 13
-"""The rewrite's nodes take their axes and shapes as inputs (Reshape, Slice-free Gather)."""
+MIN_OPSET = 11
+"""From opset 11 ``Pad`` takes its pads as an input and ``Range`` exists (the rewrite's im2col)."""
 
 
 @functools.cache
 def exact_on_this_cpu() -> bool:
     """Whether ONNX Runtime's uint8 x int8 products are exact here (an x86 CPU with VNNI)."""
-    if platform.machine().lower() not in {"x86_64", "amd64"}:
+    return exact_on(platform.machine(), CPU_INFO)
+
+
+def exact_on(machine: str, cpu_info: Path) -> bool:
+    """Whether uint8 x int8 products are exact on a CPU of this architecture (``platform.machine()``)
+    whose Linux ``/proc/cpuinfo`` is ``cpu_info``; False where that file cannot be read."""
+    if machine.lower() not in {"x86_64", "amd64"}:
         return False
     try:
-        with CPU_INFO.open() as info:
+        with cpu_info.open() as info:
             for line in info:
                 if line.startswith("flags"):
                     return not VNNI_FLAGS.isdisjoint(line.split(":", 1)[1].split())
@@ -132,7 +138,7 @@ def _as_gemm(node: Any, weights: Any, weight_zero: Any, attributes: dict[str, An
     out_channels, in_channels, taps = weights.shape
     (dilation,) = (int(value) for value in attributes.get("dilations", [1]))
     pad_before, pad_after = (int(pad) for pad in attributes.get("pads", [0, 0]))
-    prefix = f"{node.name or node.output[0]}/gemm"
+    prefix = f"{node.output[0]}/gemm"  # tensor names are unique; a node may have no name
     x, x_zero = node.input[0], node.input[2]
 
     constants: list[Any] = []

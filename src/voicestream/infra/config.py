@@ -29,7 +29,10 @@ GPU_AMI_VERSION = "al2023-ami-sagemaker-inference-gpu-4-1"
 compatibility. SageMaker's default GPU host runs driver 470 on g4dn/g5/p4d, which CUDA 13 cannot use."""
 
 MEASURED_RTF_PER_CORE = 0.53
-"""Kokoro-82M int8 on one CPU core: synthesis time / audio time (docs/BENCHMARKS.md, bench rtf)."""
+"""Kokoro-82M int8 on one CPU core: synthesis time / audio time (``bench rtf``, 2026-11-30, the
+model's own ConvInteger). A CPU with VNNI (c7i, m7i) now renders about 1.5x faster
+(docs/BENCHMARKS.md, "Convolutions as VNNI matrix products"), so the target this gives keeps
+more headroom there; docs/DEPLOY.md says how to measure the instance's own figure."""
 TARGET_UTILIZATION = 0.5
 """Scale out at half of what an instance can render in real time: room for bursts while the
 new instance starts (several minutes), and speech that starts without queueing."""

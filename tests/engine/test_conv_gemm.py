@@ -94,6 +94,16 @@ def _quantizer() -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
+def test_replaced_weights_that_something_else_reads_are_kept() -> None:
+    model = _model()
+    model.graph.output.append(helper.make_tensor_value_info("dilated_w", TensorProto.UINT8, None))  # read by no node
+    assert conv_gemm.convs_as_gemms(model) == 3
+    names = {tensor.name for tensor in model.graph.initializer}
+    assert "dilated_w" in names and "uneven_pads_w" not in names and "pointwise_w" not in names
+    x = np.random.default_rng(5).standard_normal((1, CHANNELS, FRAMES)).astype(np.float32)
+    assert _run(model, x)[-1].shape == (24, CHANNELS, 7)
+
+
 def test_a_model_of_an_older_opset_is_left_as_it_is() -> None:
     model = _model()
     model.opset_import[0].version = conv_gemm.MIN_OPSET - 1

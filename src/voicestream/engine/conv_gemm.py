@@ -75,6 +75,7 @@ def convs_as_gemms(model: Any) -> int:
     constants = {initializer.name: initializer for initializer in graph.initializer}
     nodes: list[Any] = []
     added: list[Any] = []
+    replaced: set[str] = set()
     rewritten = 0
     for node in graph.node:
         conv = _conv(node, constants)
@@ -85,18 +86,36 @@ def convs_as_gemms(model: Any) -> int:
         new_nodes, new_constants = _as_gemm(node, numpy_helper.to_array(weights), numpy_helper.to_array(weight_zero), attributes)
         nodes += new_nodes
         added += new_constants
+        replaced.add(node.input[1])
         rewritten += 1
     if not rewritten:
         return 0
     del graph.node[:]
     graph.node.extend(nodes)
     graph.initializer.extend(added)
-    used = {name for node in graph.node for name in node.input}
-    kept = [initializer for initializer in graph.initializer if initializer.name in used]
+    # the uint8 weights the rewrite replaced go, unless something else still reads them
+    unused = replaced - _referenced(graph)
+    kept = [initializer for initializer in graph.initializer if initializer.name not in unused]
     del graph.initializer[:]
     graph.initializer.extend(kept)
     log.debug("%d ConvInteger nodes rewritten as MatMulInteger", rewritten)
     return rewritten
+
+
+def _referenced(graph: Any) -> set[str]:
+    """Every name the graph's nodes read, in its subgraphs too, and its outputs."""
+    from onnx import AttributeProto
+
+    names = {output.name for output in graph.output}
+    for node in graph.node:
+        names.update(node.input)
+        for attribute in node.attribute:
+            if attribute.type == AttributeProto.GRAPH:
+                names |= _referenced(attribute.g)
+            elif attribute.type == AttributeProto.GRAPHS:
+                for subgraph in attribute.graphs:
+                    names |= _referenced(subgraph)
+    return names
 
 
 def _conv(node: Any, constants: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]] | None:

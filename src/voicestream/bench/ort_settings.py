@@ -139,12 +139,13 @@ def measure_ort_settings(engine: KokoroEngine, trials: int = 5, voice: str = "af
     if feed is None:
         raise ValueError(f"{LONE_SENTENCE!r} has no speakable token")
     thread_counts = sorted({1, max_run_threads()})
-    # on a CPU without VNNI the engine's graph already runs the model's ConvInteger
-    variants = [variant for variant in VARIANTS if variant.gemm_convs or exact_on_this_cpu()]
+    models = {True: graph.model}
+    if exact_on_this_cpu():  # elsewhere the engine's graph already runs the model's ConvInteger
+        models[False] = edit_graph(engine.files.model_path, gemm_convs=False).model
+    variants = [variant for variant in VARIANTS if variant.gemm_convs in models]
     contenders: list[_Contender] = []
     with tempfile.TemporaryDirectory(prefix="voicestream-ort-") as folder:
         optimized = _preoptimized_model(graph.model, Path(folder))
-        models = {True: graph.model, False: edit_graph(engine.files.model_path, gemm_convs=False).model}
         runs = len(variants) * len(thread_counts) * (trials + 2)
         with progress("bench ort", runs) as advance:
             for threads in thread_counts:

@@ -46,7 +46,8 @@ def bench_rtf(
 @bench_app.command("ort")
 def bench_ort(trials: Trials = 7, model_dir: ModelDir = None, json_file: JsonFile = None, plot_file: PlotFile = None) -> None:
     """ONNX Runtime session settings one at a time (spinning, arena, optimization level,
-    a pre-optimized graph): load time, run time and CPU time against the shipped ones."""
+    a pre-optimized graph, and on a VNNI CPU the model's own ConvInteger instead of the
+    engine's matrix products): load time, run time and CPU time against the shipped ones."""
     from voicestream.bench.ort_settings import measure_ort_settings
     from voicestream.bench.report import publish
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import platform
 from pathlib import Path
 from typing import Any
@@ -130,23 +131,15 @@ def _conv(node: Any, constants: dict[str, Any]) -> tuple[Any, Any, dict[str, Any
     if weights is None or weight_zero is None or weights.data_type != TensorProto.UINT8 or len(weights.dims) != 3:
         return None
     attributes = {attribute.name: helper.get_attribute_value(attribute) for attribute in node.attribute}
-    auto_pad = attributes.get("auto_pad", b"NOTSET")
     if (
         list(attributes.get("strides", [1])) != [1]
         or attributes.get("group", 1) != 1
-        or (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) != "NOTSET"
+        or attributes.get("auto_pad", b"NOTSET") != b"NOTSET"  # onnx gives string attributes as bytes
         or weight_zero.data_type != TensorProto.UINT8
-        or _size(weight_zero) != 1
+        or math.prod(weight_zero.dims) != 1
     ):
         return None
     return weights, weight_zero, attributes
-
-
-def _size(tensor: Any) -> int:
-    size = 1
-    for dim in tensor.dims:
-        size *= dim
-    return size
 
 
 def _as_gemm(node: Any, weights: Any, weight_zero: Any, attributes: dict[str, Any]) -> tuple[list[Any], list[Any]]:

@@ -19,14 +19,9 @@ from tests.agent.test_agent_app import post_events
 from tests.agent.test_agent_voice_input import recording
 from tests.audio.test_audio_decode import ogg_flac_silence
 
-from voicestream.agent.app import (
-    AgentService,
-    AgentSettings,
-    EventStream,
-    create_app,
-    running_agent,
-)
+from voicestream.agent.app import AgentSettings, EventStream, create_app, running_agent
 from voicestream.agent.runtime import AnswerLimits
+from voicestream.agent.service import AgentService
 from voicestream.asgi import ABORT
 from voicestream.engine import KokoroEngine, Piece
 from voicestream.protocol import SSEDecoder

@@ -91,7 +91,8 @@ async def test_the_agent_warms_its_local_model_up_to_the_system_prompt() -> None
     """As the agent starts, its local model loads and evaluates the default system prompt
     in a thread, so that the first answer (unseeded, as `voicestream agent` runs it)
     evaluates only the question; before, it evaluated the whole prompt (about 75 tokens)."""
-    from voicestream.agent.app import AgentService, AgentSettings
+    from voicestream.agent.service import AgentService
+    from voicestream.agent.settings import AgentSettings
 
     model = create_model("local", max_tokens=4, n_threads=1)
     assert isinstance(model, LocalLlamaModel)

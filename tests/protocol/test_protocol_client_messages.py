@@ -22,11 +22,11 @@ from voicestream.protocol import (
     CancelRequest,
     CloseRequest,
     ErrorCode,
-    ErrorFrame,
     OpenAISpeechRequest,
     PostSynthesisRequest,
     ProtocolError,
     SynthesizeRequest,
+    fault_frame,
     new_request_id,
     parse_agent_request,
     parse_client_message,
@@ -210,7 +210,7 @@ def test_messages_name_what_is_allowed() -> None:
 def test_error_carries_the_request_id_so_the_error_frame_can_name_the_request() -> None:
     error = protocol_error(lambda: parse_client_message('{"text":" ","request_id":"r7"}'))
     assert error.request_id == "r7"
-    assert ErrorFrame.from_error(error).to_json() == (
+    assert fault_frame(error).to_json() == (
         '{"type":"error","request_id":"r7","code":"text_required",'
         '"message":"text is required and must not be blank"}'
     )
@@ -342,7 +342,7 @@ def test_post_request_errors(body: str, code: ErrorCode) -> None:
 
 def test_http_error_body() -> None:
     error = protocol_error(lambda: parse_post_request('{"text":"a","format":"ogg"}'))
-    body = json.loads(ErrorFrame.from_error(error).to_http_json())
+    body = json.loads(fault_frame(error).to_http_json())
     assert body == {"error": {"code": "unsupported_format", "message": error.message}}
 
 

@@ -11,8 +11,11 @@ dependencies (Strands and AgentCore take a second or two to import):
 - `voicestream.agent.conversation`: `ConversationStore`, what is remembered of each
   conversation (keyed by AgentCore's session id, bounded), and `heard_text`, what the
   listener heard of an answer they cut short;
-- `voicestream.agent.app`: the Bedrock AgentCore app, `AgentSettings`, `create_app`,
-  `serve_agent`, `running_agent`.
+- `voicestream.agent.settings`: `AgentSettings`, from the CLI or the environment;
+- `voicestream.agent.service`: `AgentService`, what the app holds and the Realtime sockets
+  act on (the LLM, the recognizer, the conversations, the answers under way, the drain);
+- `voicestream.agent.app`: the Bedrock AgentCore app, `create_app`, `serve_agent`,
+  `running_agent`.
 
 Comparing the modes of a running agent is a measurement: `voicestream.bench.compare`.
 """

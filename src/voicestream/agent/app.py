@@ -11,10 +11,10 @@ however it ends. The answer never blocks the event loop (the LLM runs in a threa
 is I/O), so `/ping` stays responsive all the same.
 
 The app also serves the agent page (`GET /`, static files of `voicestream.web`) and the
-speech server's voice list (`GET /voices`, fetched from it). A spoken question (`audio`
-instead of `prompt`) is transcribed first (`speech_input`), then answered like a typed one;
-the transcription counts inside the answer's deadline. Request bodies are capped
-(`BodyLimit`) before the framework reads them.
+speech server's voice list (`GET /voices`, fetched from it), and the OpenAI Realtime API
+(`WS /v1/realtime`, and AgentCore's `WS /ws`). Every route acts on one `AgentService`
+(`voicestream.agent.service`), which answers. Request bodies are capped (`BodyLimit`)
+before the framework reads them.
 
 The same app runs on AgentCore (in the container of docker/agent.Dockerfile, port 8080), and
 on one machine (`voicestream agent`, `serve_agent`).
@@ -22,14 +22,8 @@ on one machine (`voicestream agent`, `serve_agent`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
-import os
-import threading
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
 import uvicorn
@@ -40,20 +34,12 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strands.models import Model
 
-from voicestream.access import AccessPolicy, parse_names, protect
+from voicestream.access import AccessPolicy, protect
 from voicestream.agent.body_limit import BodyLimit
-from voicestream.agent.conversation import ConversationLimits, ConversationStore
-from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model, system_prompt
-from voicestream.agent.local_llm import DEFAULT_LOCAL_THREADS
-from voicestream.agent.realtime import RealtimeSocket, serve_realtime
-from voicestream.agent.runtime import (
-    DEFAULT_CHUNK_SENTENCES,
-    DEFAULT_FIRST_CLAUSE_WORDS,
-    AnswerLimits,
-    run,
-    speech_transport,
-)
-from voicestream.agent.speech_input import SpeechRecognizer
+from voicestream.agent.realtime import serve_realtime
+from voicestream.agent.runtime import speech_transport
+from voicestream.agent.service import AgentService
+from voicestream.agent.settings import AgentSettings
 from voicestream.agent.ticking import Tick, ticking
 from voicestream.agent.voices import voices_route
 from voicestream.asgi import (
@@ -64,306 +50,12 @@ from voicestream.asgi import (
     serving,
 )
 from voicestream.limits import SEND_BUFFER_BYTES
-from voicestream.protocol import (
-    MAX_SESSION_ID_CHARS,
-    SESSION_HEADER,
-    AgentAudioRequest,
-    AgentEnd,
-    AgentError,
-    ErrorCode,
-    ProtocolError,
-    Transcript,
-    encode_sse,
-    new_request_id,
-    parse_agent_request,
-)
-from voicestream.text import ChunkSchedule
+from voicestream.protocol import encode_sse
 from voicestream.web import AGENT_PAGE, page_routes
 
-logger = logging.getLogger(__name__)
-
-DEFAULT_SPEECH_URL = "ws://127.0.0.1:8080/invocations-bidirectional-stream"
 DEFAULT_GRACE_S = 30.0
 DEFAULT_AGENT_PORT = 8081
 """On one machine; in its container the agent listens on 8080, as AgentCore expects."""
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSettings:
-    """Where the speech server is and which LLM answers.
-
-    `speech_url` names the speech server: its WebSocket session URL or base URL, or
-    `sagemaker://ENDPOINT_NAME` for a SageMaker endpoint (see `speech_transport`).
-    `model` is the provider's model name (a Bedrock model id, an OpenAI model name, or for
-    `local` the path of another GGUF file); `base_url` is an OpenAI-compatible server's URL;
-    `region` the AWS region for Bedrock; `llm_threads` the CPU threads of the local model;
-    `first_clause_words` sets bidi's short first chunk (latency mode), None (0 in the
-    environment) turns it off; `chunk_sentences` how many sentences each later chunk holds
-    (see `ChunkSchedule`); `asr_model` is the Whisper model of voice input, a directory or
-    Hugging Face id (None: `speech_input.default_asr_model`). `api_key`, `cors_origins` and
-    `allowed_hosts` are the agent's own access policy (`voicestream.access`);
-    `speech_api_key` is the key the agent sends to the speech server (as a header);
-    `conversations` bound what is remembered of each conversation (see
-    `ConversationLimits`).
-    """
-
-    speech_url: str = DEFAULT_SPEECH_URL
-    llm: str = "local"
-    model: str | None = None
-    base_url: str | None = None
-    region: str | None = None
-    max_tokens: int = DEFAULT_MAX_TOKENS
-    llm_threads: int = DEFAULT_LOCAL_THREADS
-    first_clause_words: int | None = DEFAULT_FIRST_CLAUSE_WORDS
-    chunk_sentences: tuple[int, ...] = DEFAULT_CHUNK_SENTENCES
-    limits: AnswerLimits = field(default_factory=AnswerLimits)
-    api_key: str | None = None
-    cors_origins: tuple[str, ...] = ()
-    allowed_hosts: tuple[str, ...] = ()
-    speech_api_key: str | None = None
-    asr_model: str | None = None
-    conversations: ConversationLimits = field(default_factory=ConversationLimits)
-
-    def __post_init__(self) -> None:
-        self.schedule  # noqa: B018 - a bad schedule fails when the settings are made
-
-    @property
-    def schedule(self) -> ChunkSchedule:
-        return ChunkSchedule(self.first_clause_words or None, self.chunk_sentences)
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> AgentSettings:
-        """Settings from VOICESTREAM_SPEECH_URL, VOICESTREAM_LLM (local, openai or bedrock),
-        VOICESTREAM_LLM_MODEL, VOICESTREAM_LLM_BASE_URL, VOICESTREAM_LLM_MAX_TOKENS,
-        VOICESTREAM_LLM_THREADS, VOICESTREAM_FIRST_CLAUSE_WORDS, VOICESTREAM_CHUNK_SCHEDULE
-        (sentences per later chunk, such as "1,2"), AWS_REGION (or AWS_DEFAULT_REGION), the
-        limits' variables (see `AnswerLimits.from_env`), the conversations' bounds (see
-        `ConversationLimits.from_env`), VOICESTREAM_API_KEY,
-        VOICESTREAM_CORS_ORIGINS and VOICESTREAM_ALLOWED_HOSTS (comma-separated),
-        VOICESTREAM_SPEECH_API_KEY and VOICESTREAM_ASR_MODEL; `overrides`
-        that are not None win (CLI options; 0 first clause words turns latency mode off there
-        too)."""
-        env = os.environ if environ is None else environ
-        max_tokens = env.get("VOICESTREAM_LLM_MAX_TOKENS")
-        threads = env.get("VOICESTREAM_LLM_THREADS")
-        clause_words = env.get("VOICESTREAM_FIRST_CLAUSE_WORDS")
-        chunk_schedule = env.get("VOICESTREAM_CHUNK_SCHEDULE")
-        settings = cls(
-            speech_url=env.get("VOICESTREAM_SPEECH_URL") or DEFAULT_SPEECH_URL,
-            llm=env.get("VOICESTREAM_LLM") or "local",
-            model=env.get("VOICESTREAM_LLM_MODEL") or None,
-            base_url=env.get("VOICESTREAM_LLM_BASE_URL") or None,
-            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
-            max_tokens=int(max_tokens) if max_tokens else DEFAULT_MAX_TOKENS,
-            llm_threads=int(threads) if threads else DEFAULT_LOCAL_THREADS,
-            first_clause_words=(
-                int(clause_words) or None if clause_words else DEFAULT_FIRST_CLAUSE_WORDS
-            ),
-            chunk_sentences=(
-                ChunkSchedule.parse(None, chunk_schedule).sentences
-                if chunk_schedule
-                else DEFAULT_CHUNK_SENTENCES
-            ),
-            limits=AnswerLimits.from_env(env),
-            conversations=ConversationLimits.from_env(env),
-            api_key=env.get("VOICESTREAM_API_KEY") or None,
-            cors_origins=parse_names([env.get("VOICESTREAM_CORS_ORIGINS", "")]),
-            allowed_hosts=parse_names([env.get("VOICESTREAM_ALLOWED_HOSTS", "")]),
-            speech_api_key=env.get("VOICESTREAM_SPEECH_API_KEY") or None,
-            asr_model=env.get("VOICESTREAM_ASR_MODEL") or None,
-        )
-        chosen = {k: v for k, v in overrides.items() if v is not None}
-        if chosen.get("first_clause_words") == 0:
-            chosen["first_clause_words"] = None
-        return replace(settings, **chosen)
-
-    def create_model(self) -> Model:
-        """The LLM these settings name; raises `LLMConfigError` (or `LocalModelError`)."""
-        local_options = {"n_threads": self.llm_threads} if self.llm == "local" else {}
-        return create_model(
-            self.llm,
-            model=self.model,
-            base_url=self.base_url,
-            region=self.region,
-            max_tokens=self.max_tokens,
-            **local_options,
-        )
-
-
-SOCKETS_CLOSE_S = 5.0
-"""After the grace period: how long Realtime sockets may take to close."""
-
-
-def _refusal(code: ErrorCode, message: str) -> list[dict[str, Any]]:
-    """An answer that ends before it starts: `error`, then `agent_end`."""
-    request_id = new_request_id()
-    return [
-        _dump(AgentError(request_id=request_id, t_ms=0.0, code=code, message=message)),
-        _dump(AgentEnd(request_id=request_id, t_ms=0.0)),
-    ]
-
-
-class AgentService:
-    """What the app's entrypoint holds: the settings, the one LLM, the speech recognizer,
-    the conversations, the answers in progress."""
-
-    def __init__(self, settings: AgentSettings, llm: Model) -> None:
-        self.settings = settings
-        self.llm = llm
-        self.recognizer = SpeechRecognizer(settings.asr_model)
-        self.conversations = ConversationStore(settings.conversations)
-        self.active_answers = 0
-        self.draining = False
-        self.sockets: set[RealtimeSocket] = set()
-        """The open Realtime sockets (the drain sends each away once it is idle)."""
-        self._lock = threading.Lock()
-
-    def warm_up(self) -> None:
-        """Load the local model's weights and evaluate the default language's system prompt
-        in a thread, so that the first answer waits for neither (about 0.45 s here)."""
-        load = getattr(self.llm, "load", None)
-        if load is None:
-            return
-        prefill = getattr(self.llm, "prefill", None)
-
-        def load_quietly() -> None:
-            try:
-                load()
-                if prefill is not None:
-                    prefill(system_prompt())
-            except Exception:
-                logger.exception("the local LLM failed to load")
-
-        threading.Thread(target=load_quietly, name="llm-load", daemon=True).start()
-
-    async def drain(self, grace_s: float) -> None:
-        """Refuse new answers and sockets, wait up to `grace_s` for those under way to end:
-        a Realtime socket goes away (1001) as soon as it has nothing left to send, and at
-        the end of the grace whatever it holds (as the speech server's connections do)."""
-        self.draining = True
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(grace_s):
-                while self.active_answers or self.sockets:
-                    for socket in list(self.sockets):
-                        if socket.idle:
-                            socket.go_away()
-                    await asyncio.sleep(0.05)
-        for socket in list(self.sockets):
-            socket.go_away()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(SOCKETS_CLOSE_S):
-                while self.sockets:
-                    await asyncio.sleep(0.05)
-
-    def admit(self) -> bool:
-        """Count one more answer under way, unless draining or at `max_answers`; each
-        admitted answer is `release`d once."""
-        with self._lock:
-            if self.draining or self.active_answers >= self.settings.limits.max_answers:
-                return False
-            self.active_answers += 1
-            return True
-
-    def release(self) -> None:
-        with self._lock:
-            self.active_answers -= 1
-
-    async def answer(
-        self, payload: Any, session_id: str | None = None
-    ) -> AsyncGenerator[dict[str, Any], None]:
-        """The events for one invocation payload; a bad payload gives `error`, `agent_end`,
-        and so does one beyond `max_answers` answers at once (`busy`, at once). A spoken
-        question's answer starts with its `transcript`. With a `session_id` the answer
-        knows the conversation's earlier turns, and becomes one of them."""
-        limits = self.settings.limits
-        if not self.admit():
-            why = (
-                "the agent is shutting down"
-                if self.draining
-                else f"the agent is already answering {limits.max_answers} requests"
-            )
-            for event in _refusal(ErrorCode.BUSY, f"{why}; try again shortly"):
-                yield event
-            return
-        request_id = new_request_id()
-        received = time.perf_counter()
-        deadline = asyncio.get_running_loop().time() + limits.answer_timeout_s
-        try:
-            try:
-                if not isinstance(payload, dict):
-                    raise ProtocolError(
-                        ErrorCode.INVALID_MESSAGE,
-                        'the payload must be a JSON object, such as {"prompt": "..."}',
-                    )
-                request = parse_agent_request(payload)
-                if isinstance(request, AgentAudioRequest):
-                    heard = await self._transcribed(request, deadline)
-                    took_ms = round((time.perf_counter() - received) * 1000, 1)
-                    yield _dump(Transcript(request_id=request_id, t_ms=took_ms, text=heard))
-                    request = request.asking(heard)
-                if len(request.prompt) > limits.max_prompt_chars:
-                    raise ProtocolError(
-                        ErrorCode.TEXT_TOO_LONG,
-                        f"the prompt has {len(request.prompt)} characters; at most "
-                        f"{limits.max_prompt_chars} are accepted",
-                    )
-                if session_id is not None and len(session_id) > MAX_SESSION_ID_CHARS:
-                    raise ProtocolError(
-                        ErrorCode.INVALID_MESSAGE,
-                        f"{SESSION_HEADER} must hold at most {MAX_SESSION_ID_CHARS} characters",
-                    )
-            except ProtocolError as error:
-                for event in _refusal(error.code, error.message):
-                    yield event
-                return
-            messages, turn = None, None
-            if session_id:
-                heard = request.interrupted
-                messages, turn = await self.conversations.begin(
-                    session_id,
-                    request_id,
-                    request.prompt,
-                    interrupted_id=heard.request_id if heard else None,
-                    heard_ms=heard.heard_ms if heard else None,
-                )
-            answer = run(
-                request,
-                self.llm,
-                self.settings.speech_url,
-                speech_api_key=self.settings.speech_api_key,
-                request_id=request_id,
-                schedule=self.settings.schedule,
-                limits=limits,
-                deadline=deadline,
-                messages=messages,
-                turn=turn,
-            )
-            try:
-                async with contextlib.aclosing(answer):
-                    async for event in answer:
-                        yield event
-            finally:
-                if session_id and turn is not None:
-                    self.conversations.finish(session_id, turn)
-        finally:
-            self.release()
-
-    async def _transcribed(self, request: AgentAudioRequest, deadline: float) -> str:
-        """The words of a spoken question, heard before the answer's deadline (`deadline`,
-        on the event loop's clock): transcription is part of the answer's time."""
-        try:
-            async with asyncio.timeout_at(deadline):
-                return await self.recognizer.transcribe_async(request)
-        except TimeoutError:
-            raise ProtocolError(
-                ErrorCode.ANSWER_TIMEOUT,
-                f"the answer took longer than {self.settings.limits.answer_timeout_s:g} s "
-                "and was stopped",
-            ) from None
-
-
-def _dump(event: Any) -> dict[str, Any]:
-    return event.model_dump(mode="json", exclude_none=True)
 
 
 KEEPALIVE = b": keep-alive\n\n"

@@ -5,7 +5,6 @@ from voicestream.protocol.errors import (
     ErrorCode,
     ProtocolError,
     SpeechFault,
-    fault_frame,
     http_status,
 )
 from voicestream.protocol.frames import decode_control_frame
@@ -60,6 +59,7 @@ from voicestream.protocol.messages import (
     WireModel,
     WordTimestamps,
     WordTiming,
+    fault_frame,
     load_json_object,
     new_request_id,
     new_session_id,

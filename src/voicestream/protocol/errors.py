@@ -3,17 +3,13 @@
 `SpeechFault` is what every layer below the faces raises on purpose (the protocol's parsers,
 the engine's input checks, the server's refusals and failures): a code of `ErrorCode`, a
 message written for people and safe to send back, and the request it concerns when known.
-Each face maps a fault once, to its own shape (`fault_frame` for the session's and the
-SSE routes' `error`, `http_status` for an HTTP answer, Cartesia's and Wyoming's own).
+Each face maps a fault once, to its own shape (`messages.fault_frame` for the session's and
+the SSE routes' `error`, `http_status` for an HTTP answer, Cartesia's and Wyoming's own).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from voicestream.protocol.messages import ErrorFrame
 
 
 class ErrorCode(StrEnum):
@@ -105,13 +101,3 @@ class ProtocolError(SpeechFault):
     `request_id` is the id the offending message carried, when it carried a usable one, so
     that the server can address its `error` frame to that request.
     """
-
-
-def fault_frame(fault: SpeechFault, request_id: str | None = None) -> ErrorFrame:
-    """The `error` frame (session, SSE) that answers ``fault``, addressed to ``request_id``
-    if given, else to the fault's own."""
-    from voicestream.protocol.messages import ErrorFrame  # messages imports this module
-
-    return ErrorFrame(
-        request_id=request_id if request_id is not None else fault.request_id, code=fault.code, message=fault.message
-    )

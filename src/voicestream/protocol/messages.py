@@ -29,7 +29,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from voicestream.protocol._json import loads_strict
-from voicestream.protocol.errors import ErrorCode, ProtocolError
+from voicestream.protocol.errors import ErrorCode, ProtocolError, SpeechFault
 from voicestream.protocol.voices import LANGUAGES, resolve_language
 
 AudioFormat = Literal["pcm16", "wav", "mp3", "aac", "opus", "flac", "mulaw"]
@@ -382,10 +382,6 @@ class ErrorFrame(WireModel):
     code: str
     message: str
 
-    @classmethod
-    def from_error(cls, error: ProtocolError) -> ErrorFrame:
-        return cls(request_id=error.request_id, code=error.code, message=error.message)
-
     def to_http_json(self) -> str:
         """The body of an HTTP error answer: `{"error":{"code":...,"message":...}}`."""
         return json.dumps(
@@ -393,6 +389,16 @@ class ErrorFrame(WireModel):
             ensure_ascii=False,
             separators=(",", ":"),
         )
+
+
+def fault_frame(fault: SpeechFault, request_id: str | None = None) -> ErrorFrame:
+    """The `error` frame (session, SSE) that answers ``fault``, addressed to ``request_id``
+    if given, else to the fault's own."""
+    return ErrorFrame(
+        request_id=request_id if request_id is not None else fault.request_id,
+        code=fault.code,
+        message=fault.message,
+    )
 
 
 class SynthesisCancelled(WireModel):

@@ -18,7 +18,7 @@ import binascii
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from voicestream.agent.conversation import Turn
 from voicestream.agent.realtime.codecs import InputDecoder
@@ -26,6 +26,7 @@ from voicestream.agent.realtime.conversation import RealtimeConversation
 from voicestream.agent.realtime.responder import AnswerSetup, Response
 from voicestream.agent.realtime.turns import InputAudio
 from voicestream.agent.realtime.vad import Pause, SpeechStart, SpeechStop, VadUnavailable
+from voicestream.agent.service import AgentService
 from voicestream.protocol import ProtocolError
 from voicestream.protocol.realtime import (
     BufferCleared,
@@ -63,9 +64,6 @@ from voicestream.protocol.realtime import (
     unsupported,
     updated_session,
 )
-
-if TYPE_CHECKING:
-    from voicestream.agent.app import AgentService
 
 logger = logging.getLogger(__name__)
 

@@ -18,19 +18,16 @@ import json
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING
 
 from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from voicestream.access import accepted_subprotocol
 from voicestream.agent.realtime.session import RealtimeSession
+from voicestream.agent.service import AgentService
 from voicestream.asgi import abort_connection
 from voicestream.protocol import MAX_SESSION_ID_CHARS, SESSION_HEADER
 from voicestream.protocol.realtime import ErrorEvent, RealtimeError, ServerEvent, parse_client_event
-
-if TYPE_CHECKING:
-    from voicestream.agent.app import AgentService
 
 logger = logging.getLogger(__name__)
 

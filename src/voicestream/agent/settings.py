@@ -1,0 +1,125 @@
+"""The agent's settings: one frozen object, filled from the CLI or the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from strands.models import Model
+
+from voicestream.access import parse_names
+from voicestream.agent.conversation import ConversationLimits
+from voicestream.agent.llm import DEFAULT_MAX_TOKENS, create_model
+from voicestream.agent.local_llm import DEFAULT_LOCAL_THREADS
+from voicestream.agent.runtime import (
+    DEFAULT_CHUNK_SENTENCES,
+    DEFAULT_FIRST_CLAUSE_WORDS,
+    AnswerLimits,
+)
+from voicestream.text import ChunkSchedule
+
+DEFAULT_SPEECH_URL = "ws://127.0.0.1:8080/invocations-bidirectional-stream"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """Where the speech server is and which LLM answers.
+
+    `speech_url` names the speech server: its WebSocket session URL or base URL, or
+    `sagemaker://ENDPOINT_NAME` for a SageMaker endpoint (see `speech_transport`).
+    `model` is the provider's model name (a Bedrock model id, an OpenAI model name, or for
+    `local` the path of another GGUF file); `base_url` is an OpenAI-compatible server's URL;
+    `region` the AWS region for Bedrock; `llm_threads` the CPU threads of the local model;
+    `first_clause_words` sets bidi's short first chunk (latency mode), None (0 in the
+    environment) turns it off; `chunk_sentences` how many sentences each later chunk holds
+    (see `ChunkSchedule`); `asr_model` is the Whisper model of voice input, a directory or
+    Hugging Face id (None: `speech_input.default_asr_model`). `api_key`, `cors_origins` and
+    `allowed_hosts` are the agent's own access policy (`voicestream.access`);
+    `speech_api_key` is the key the agent sends to the speech server (as a header);
+    `conversations` bound what is remembered of each conversation (see
+    `ConversationLimits`).
+    """
+
+    speech_url: str = DEFAULT_SPEECH_URL
+    llm: str = "local"
+    model: str | None = None
+    base_url: str | None = None
+    region: str | None = None
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    llm_threads: int = DEFAULT_LOCAL_THREADS
+    first_clause_words: int | None = DEFAULT_FIRST_CLAUSE_WORDS
+    chunk_sentences: tuple[int, ...] = DEFAULT_CHUNK_SENTENCES
+    limits: AnswerLimits = field(default_factory=AnswerLimits)
+    api_key: str | None = None
+    cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+    speech_api_key: str | None = None
+    asr_model: str | None = None
+    conversations: ConversationLimits = field(default_factory=ConversationLimits)
+
+    def __post_init__(self) -> None:
+        self.schedule  # noqa: B018 - a bad schedule fails when the settings are made
+
+    @property
+    def schedule(self) -> ChunkSchedule:
+        return ChunkSchedule(self.first_clause_words or None, self.chunk_sentences)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> AgentSettings:
+        """Settings from VOICESTREAM_SPEECH_URL, VOICESTREAM_LLM (local, openai or bedrock),
+        VOICESTREAM_LLM_MODEL, VOICESTREAM_LLM_BASE_URL, VOICESTREAM_LLM_MAX_TOKENS,
+        VOICESTREAM_LLM_THREADS, VOICESTREAM_FIRST_CLAUSE_WORDS, VOICESTREAM_CHUNK_SCHEDULE
+        (sentences per later chunk, such as "1,2"), AWS_REGION (or AWS_DEFAULT_REGION), the
+        limits' variables (see `AnswerLimits.from_env`), the conversations' bounds (see
+        `ConversationLimits.from_env`), VOICESTREAM_API_KEY,
+        VOICESTREAM_CORS_ORIGINS and VOICESTREAM_ALLOWED_HOSTS (comma-separated),
+        VOICESTREAM_SPEECH_API_KEY and VOICESTREAM_ASR_MODEL; `overrides`
+        that are not None win (CLI options; 0 first clause words turns latency mode off there
+        too)."""
+        env = os.environ if environ is None else environ
+        max_tokens = env.get("VOICESTREAM_LLM_MAX_TOKENS")
+        threads = env.get("VOICESTREAM_LLM_THREADS")
+        clause_words = env.get("VOICESTREAM_FIRST_CLAUSE_WORDS")
+        chunk_schedule = env.get("VOICESTREAM_CHUNK_SCHEDULE")
+        settings = cls(
+            speech_url=env.get("VOICESTREAM_SPEECH_URL") or DEFAULT_SPEECH_URL,
+            llm=env.get("VOICESTREAM_LLM") or "local",
+            model=env.get("VOICESTREAM_LLM_MODEL") or None,
+            base_url=env.get("VOICESTREAM_LLM_BASE_URL") or None,
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
+            max_tokens=int(max_tokens) if max_tokens else DEFAULT_MAX_TOKENS,
+            llm_threads=int(threads) if threads else DEFAULT_LOCAL_THREADS,
+            first_clause_words=(
+                int(clause_words) or None if clause_words else DEFAULT_FIRST_CLAUSE_WORDS
+            ),
+            chunk_sentences=(
+                ChunkSchedule.parse(None, chunk_schedule).sentences
+                if chunk_schedule
+                else DEFAULT_CHUNK_SENTENCES
+            ),
+            limits=AnswerLimits.from_env(env),
+            conversations=ConversationLimits.from_env(env),
+            api_key=env.get("VOICESTREAM_API_KEY") or None,
+            cors_origins=parse_names([env.get("VOICESTREAM_CORS_ORIGINS", "")]),
+            allowed_hosts=parse_names([env.get("VOICESTREAM_ALLOWED_HOSTS", "")]),
+            speech_api_key=env.get("VOICESTREAM_SPEECH_API_KEY") or None,
+            asr_model=env.get("VOICESTREAM_ASR_MODEL") or None,
+        )
+        chosen = {k: v for k, v in overrides.items() if v is not None}
+        if chosen.get("first_clause_words") == 0:
+            chosen["first_clause_words"] = None
+        return replace(settings, **chosen)
+
+    def create_model(self) -> Model:
+        """The LLM these settings name; raises `LLMConfigError` (or `LocalModelError`)."""
+        local_options = {"n_threads": self.llm_threads} if self.llm == "local" else {}
+        return create_model(
+            self.llm,
+            model=self.model,
+            base_url=self.base_url,
+            region=self.region,
+            max_tokens=self.max_tokens,
+            **local_options,
+        )

@@ -19,7 +19,8 @@ from voicestream.audio.factory import (
     SUPPORTED_SAMPLE_RATES,
     create_encoder,
 )
-from voicestream.audio.pcm import float_to_mulaw, float_to_pcm16, mulaw_to_float, pcm16_to_float
+from voicestream.audio.g711 import alaw_to_float, float_to_alaw, float_to_mulaw, mulaw_to_float
+from voicestream.audio.pcm import float_to_pcm16, pcm16_to_float
 from voicestream.audio.raw import Float32Encoder
 from voicestream.audio.resample import StreamResampler, resample
 from voicestream.audio.wav import finalize_wav, wav_header
@@ -36,11 +37,13 @@ __all__ = [
     "StreamResampler",
     "UnsupportedFormatError",
     "UnsupportedSampleRateError",
+    "alaw_to_float",
     "create_encoder",
     "decode_audio",
     "decode_recording",
     "finalize_wav",
     "first_audible_sample",
+    "float_to_alaw",
     "float_to_mulaw",
     "float_to_pcm16",
     "heard_at_s",

@@ -7,7 +7,8 @@ import numpy as np
 
 from voicestream.audio.errors import AudioError, RecordingTooLongError, UnsupportedFormatError
 from voicestream.audio.factory import ENGINE_SAMPLE_RATE, SUPPORTED_FORMATS
-from voicestream.audio.pcm import FloatArray, mulaw_to_float, pcm16_to_float
+from voicestream.audio.g711 import mulaw_to_float
+from voicestream.audio.pcm import FloatArray, pcm16_to_float
 
 _DEMUXERS = {"wav": "wav", "mp3": "mp3", "aac": "mp4", "opus": "ogg", "flac": "flac"}
 

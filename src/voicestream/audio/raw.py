@@ -1,7 +1,8 @@
 """Formats that need no codec library: raw PCM, streamed WAV and G.711 mu-law."""
 
 from voicestream.audio.encoder import StreamEncoder
-from voicestream.audio.pcm import FloatArray, float_to_mulaw, float_to_pcm16
+from voicestream.audio.g711 import float_to_mulaw
+from voicestream.audio.pcm import FloatArray, float_to_pcm16
 from voicestream.audio.wav import wav_header
 
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import base64
 
-import numpy as np
-import numpy.typing as npt
-
 from voicestream.audio import (
     StreamResampler,
+    alaw_to_float,
+    float_to_alaw,
     float_to_mulaw,
-    float_to_pcm16,
     mulaw_to_float,
     pcm16_to_float,
 )
@@ -24,40 +22,6 @@ from voicestream.audio.pcm import FloatArray
 
 ANALYSIS_RATE = 16_000
 SPEECH_RATE = 24_000
-
-
-def _alaw_encode_table() -> npt.NDArray[np.uint8]:
-    """The A-law byte of every int16 value (indexed by the value as uint16), as G.711's
-    reference coder computes it."""
-    pcm = np.arange(65536, dtype=np.uint16).view(np.int16).astype(np.int32) >> 3
-    mask = np.where(pcm >= 0, 0xD5, 0x55)
-    magnitude = np.where(pcm >= 0, pcm, -pcm - 1)
-    segment_ends = np.array([0x1F, 0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF, 0xFFF])
-    segment = np.searchsorted(segment_ends, magnitude)
-    shift = np.where(segment < 2, 1, segment)
-    code = (np.minimum(segment, 7) << 4) | ((magnitude >> np.minimum(shift, 7)) & 0x0F)
-    code = np.where(segment >= 8, 0x7F, code)
-    return np.asarray(code ^ mask, dtype=np.uint8)
-
-
-def _alaw_decode_table() -> npt.NDArray[np.int16]:
-    value = np.arange(256, dtype=np.int32) ^ 0x55
-    mantissa = (value & 0x0F) << 4
-    segment = (value & 0x70) >> 4
-    linear = np.where(segment == 0, mantissa + 8, (mantissa + 0x108) << np.maximum(segment - 1, 0))
-    return np.where(value & 0x80, linear, -linear).astype(np.int16)
-
-
-_ALAW_ENCODE = _alaw_encode_table()
-_ALAW_DECODE = _alaw_decode_table()
-
-
-def float_to_alaw(samples: npt.ArrayLike) -> npt.NDArray[np.uint8]:
-    return _ALAW_ENCODE[float_to_pcm16(samples).view(np.uint16)]
-
-
-def alaw_to_float(data: bytes) -> FloatArray:
-    return _ALAW_DECODE[np.frombuffer(data, dtype=np.uint8)].astype(np.float32) / np.float32(32768)
 
 
 class InputDecoder:

@@ -55,6 +55,8 @@ IDLE_TIMEOUT_S = 2
 EXITED_ON_SIGTERM = -signal.SIGTERM
 ACTIVE = "voicestream_active_sessions"
 DEPTH = "voicestream_queue_depth"
+RENDERING = "voicestream_rendering_pieces"
+RENDERED = "voicestream_rendered_audio_seconds"
 
 
 def closed(code: int) -> str:
@@ -134,6 +136,15 @@ async def _deepgram_non_reader(server: Server) -> NonReader:
                                        json.dumps({"type": "Speak", "text": LONG_TEXT}), json.dumps({"type": "Flush"}))
 
 
+def elevenlabs_url(base_url: str) -> str:
+    return base_url.replace("http://", "ws://") + "/v1/text-to-speech/af_heart/multi-stream-input?output_format=pcm_44100"
+
+
+async def _elevenlabs_non_reader(server: Server) -> NonReader:
+    return await _websocket_non_reader(server, elevenlabs_url(server.url),
+                                       json.dumps({"text": LONG_TEXT, "context_id": "unread", "flush": True}))
+
+
 async def _wyoming_non_reader(server: Server) -> NonReader:
     sock = await connect_non_reader(server.wyoming_url)
     event = Synthesize(text=LONG_TEXT).event()
@@ -179,6 +190,19 @@ async def _deepgram_served(server: Server) -> None:
         assert audio
 
 
+async def _elevenlabs_served(server: Server) -> None:
+    async with connect(elevenlabs_url(server.url), max_size=None) as ws:
+        await ws.send(json.dumps({"text": "Served after the hog.", "context_id": "next", "flush": True}))
+        await ws.send(json.dumps({"text": "", "context_id": "next", "flush": True}))  # then closing ends it
+        await ws.send(json.dumps({"context_id": "next", "close_context": True}))
+        audio = 0
+        async with asyncio.timeout(120):
+            while not (answer := json.loads(await ws.recv())).get("isFinal"):
+                assert "error" not in answer, answer
+                audio += len(answer.get("audio") or "")
+        assert audio
+
+
 async def _wyoming_sentence(client: AsyncTcpClient) -> None:
     """Events up to an ``audio-stop``."""
     async with asyncio.timeout(120):
@@ -212,6 +236,10 @@ async def _deepgram_silent(server: Server) -> Callable[[], Awaitable[None]]:
     return await _websocket_silent(deepgram_url(server.url))
 
 
+async def _elevenlabs_silent(server: Server) -> Callable[[], Awaitable[None]]:
+    return await _websocket_silent(elevenlabs_url(server.url))
+
+
 async def _wyoming_silent(server: Server) -> Callable[[], Awaitable[None]]:
     _, writer = await asyncio.open_connection("127.0.0.1", server.wyoming_port)
 
@@ -226,6 +254,7 @@ FACES = {
     "cartesia": (_cartesia_non_reader, _cartesia_silent, _cartesia_served),
     "wyoming": (_wyoming_non_reader, _wyoming_silent, _wyoming_served),
     "deepgram": (_deepgram_non_reader, _deepgram_silent, _deepgram_served),
+    "elevenlabs": (_elevenlabs_non_reader, _elevenlabs_silent, _elevenlabs_served),
 }
 
 
@@ -243,9 +272,13 @@ async def test_a_peer_that_stops_reading_is_closed_at_the_send_timeout_and_frees
     sock, abort = await non_reader(server)
     try:
         await until_above(server.url, closed(1008), before, timeout_s=240)
-        await until_zero(server.url, ACTIVE, DEPTH)
+        await until_zero(server.url, ACTIVE, DEPTH, RENDERING)
         assert await metric(server.url, closed(1008)) == before + 1
+        rendered = await metric(server.url, RENDERED)
         await until_dropped(sock)
+        # none of its work goes on: nothing queued or rendering, and no audio rendered since
+        assert (await metric(server.url, DEPTH), await metric(server.url, RENDERING)) == (0, 0)
+        assert await metric(server.url, RENDERED) == rendered
         await served(server)
     finally:
         abort()

@@ -30,19 +30,20 @@ to, ``no_more_inputs()``, ``cancel()``, a voice given as a bare id, its default 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from enum import Enum
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from voicestream.audio import ENGINE_SAMPLE_RATE, Float32Encoder, create_encoder
-from voicestream.engine.alignment import WordTiming, offset_words
+from voicestream.engine.alignment import TimedWord
 from voicestream.protocol import ErrorCode, ProtocolError, SpeechFault, load_json_object
 from voicestream.protocol.cartesia import (
     BYTES_CONTAINERS,
@@ -59,22 +60,17 @@ from voicestream.protocol.cartesia import (
     CartesiaWordTimestamps,
     parse_generation,
 )
-from voicestream.server.connection import (
-    ContextSocket,
-    WebSocketTransport,
-    busy,
-)
+from voicestream.server import contexts as ctx
+from voicestream.server.connection import WebSocketTransport
+from voicestream.server.contexts import ContextConnection
 from voicestream.server.http import audio_body, error_response, read_body, stream_response
 from voicestream.server.job import Listener
 from voicestream.server.requests import AudioStream, SpeechService, SynthesisFailed
-from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice, start_job
-from voicestream.text import STREAMED
+from voicestream.server.streamed import Output, Voice, start_job
 
 log = logging.getLogger(__name__)
 
 ROUTE = "cartesia"
-LATENCY_SCHEDULE = STREAMED
-"""A streamed context's chunks: the server's one schedule of streamed text."""
 
 
 def _voice(request: CartesiaGeneration) -> Voice:
@@ -94,7 +90,7 @@ def _output(request: CartesiaGeneration) -> Output:
     return Output("wav" if fmt.container == "wav" else str(RAW_ENCODINGS[fmt.encoding]), rate, None, timed)
 
 
-def _timestamps(context_id: str | None, words: Sequence[WordTiming]) -> CartesiaTimestamps:
+def _timestamps(context_id: str | None, words: Sequence[TimedWord]) -> CartesiaTimestamps:
     return CartesiaTimestamps(context_id=context_id, word_timestamps=CartesiaWordTimestamps(
         words=[w.word for w in words],
         start=[round(w.start_s, 3) for w in words],
@@ -102,135 +98,112 @@ def _timestamps(context_id: str | None, words: Sequence[WordTiming]) -> Cartesia
     ))
 
 
-def _chunk(context_id: str | None, data: bytes, started: float) -> CartesiaChunk:
+def _chunk(context_id: str | None, data: bytes, elapsed_s: float) -> CartesiaChunk:
     return CartesiaChunk(
-        context_id=context_id, data=base64.b64encode(data).decode("ascii"),
-        step_time=round((time.monotonic() - started) * 1000, 1),
+        context_id=context_id, data=base64.b64encode(data).decode("ascii"), step_time=round(elapsed_s * 1000, 1),
     )
 
 
+class _State(Enum):
+    OPEN = "open"
+    """Taking text."""
+    ENDED = "ended"
+    """``continue: false`` came: its audio is still being sent, and it takes no more text."""
+
+
+@dataclass
 class _Context:
-    """One Cartesia context: its streamed speech and the task that sends its answers."""
-
-    def __init__(self, socket: CartesiaSocket, request: CartesiaGeneration) -> None:
-        assert request.context_id is not None
-        self.id = request.context_id
-        self.socket = socket
-        self.add_timestamps = request.add_timestamps
-        self.spoken_s = 0.0
-        """Audio of this context sent so far: Cartesia's word times count from its start."""
-        self.speech = StreamedSpeech(
-            socket.service, _voice(request), _output(request), socket.listener, ROUTE, self.id,
-            LATENCY_SCHEDULE, request.max_buffer_delay_ms / 1000,
-        )
-        self.flushes = 0
-        self.task = asyncio.create_task(self._send(), name=f"cartesia-context-{self.id}")
-
-    @property
-    def has_unsent(self) -> bool:
-        """Text or audio of this context is still to send; an open context waiting for more
-        text has nothing (the socket may then go idle, or away while draining)."""
-        return self.speech.has_unsent
-
-    def take(self, request: CartesiaGeneration) -> None:
-        """One more message of this context: its text, then a flush or the end."""
-        self.speech.feed(request.transcript)
-        if request.flush or (request.max_buffer_delay_ms == 0 and request.transcript.strip()):
-            self.speech.flush()
-            self.flushes += 1
-            self.speech.mark(self.flushes)
-        if not request.continue_:
-            self.speech.end()
-
-    async def _send(self) -> None:
-        try:
-            async for item in self.speech:
-                if isinstance(item, Spoken):
-                    await self._send_audio(item.stream)
-                else:
-                    await self.socket.emit(CartesiaFlushDone(context_id=self.id, flush_id=item))
-            if not self.speech.cancelled:
-                await self.socket.emit(CartesiaDone(context_id=self.id))
-        except SpeechFault as refused:  # a failure was logged where it happened
-            self.speech.cancel()
-            refused.request_id = self.id
-            self.socket.report(refused)
-        except Exception:  # the context fails, the socket goes on
-            log.exception("a Cartesia context failed", extra={"request_id": self.id})
-            self.speech.cancel()
-            self.socket.report(SpeechFault(ErrorCode.INTERNAL, "Synthesis failed for this context.", self.id))
-        finally:
-            if self.socket.contexts.get(self.id) is self:
-                del self.socket.contexts[self.id]
-
-    async def _send_audio(self, stream: AudioStream) -> None:
-        started = time.monotonic()
-        async with contextlib.aclosing(stream.chunks()) as chunks:
-            async for chunk in chunks:
-                if self.speech.cancelled:
-                    return
-                if chunk.words and self.add_timestamps:
-                    await self.socket.emit(_timestamps(self.id, offset_words(chunk.words, self.spoken_s)))
-                if chunk.data:
-                    await self.socket.emit(_chunk(self.id, chunk.data, started))
-        self.spoken_s += stream.job.audio_seconds
+    add_timestamps: bool
+    state: _State = _State.OPEN
+    flushes: int = 0
 
 
-class CartesiaSocket(ContextSocket[_Context]):
-    """``WS /tts/websocket``: many contexts at once, each answered as its audio renders."""
+class CartesiaMachine:
+    """``WS /tts/websocket``'s protocol without I/O: many contexts at once, each answered as its
+    audio renders (see `voicestream.server.contexts`)."""
 
     kind = "Cartesia socket"
+    route = ROUTE
 
-    @classmethod
-    def fault_frame(cls, fault: SpeechFault) -> str:
+    def __init__(self) -> None:
+        self.contexts: dict[str, _Context] = {}
+
+    def start(self) -> list[ctx.Command]:
+        return []
+
+    @staticmethod
+    def fault_frame(fault: SpeechFault) -> str:
         return CartesiaError(
             context_id=fault.request_id, status_code=fault.http_status, code=fault.code.value, error=fault.message,
         ).to_json()
 
-    async def handle(self, payload: str | bytes) -> None:
+    def receive(self, payload: str | bytes) -> list[ctx.Command]:
         """One client message: a cancel, or text for a context (opened by its first message)."""
         context_id: str | None = None
         try:
             message = load_json_object(payload)
             context_id = message.get("context_id") if isinstance(message.get("context_id"), str) else None
             if message.get("cancel") is True:
-                self._cancel(context_id)
-            else:
-                self._take(parse_generation(message))
+                return self._cancel(context_id)
+            return self._take(parse_generation(message))
         except SpeechFault as fault:
             fault.request_id = context_id
             raise
-        self.accepted()
 
-    def _take(self, request: CartesiaGeneration) -> None:
-        if request.context_id is None:
+    def _take(self, request: CartesiaGeneration) -> list[ctx.Command]:
+        context_id = request.context_id
+        if context_id is None:
             raise ProtocolError(ErrorCode.INVALID_MESSAGE, "context_id is required: a non-empty string")
-        context = self.contexts.get(request.context_id)
+        commands: list[ctx.Command] = []
+        context = self.contexts.get(context_id)
         if context is None:
-            context = self._open(request)
-        elif context.speech.ended:
+            if request.flush and not request.transcript.strip():
+                raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"no open context {context_id!r} to flush", context_id)
+            commands.append(ctx.Open(context_id, _voice(request), _output(request), request.max_buffer_delay_ms / 1000,
+                                 context_id, context_id))
+            context = self.contexts[context_id] = _Context(request.add_timestamps)
+        elif context.state is _State.ENDED:
             raise ProtocolError(
-                ErrorCode.INVALID_MESSAGE,
-                f"context {request.context_id!r} was ended (continue: false); use a new context_id",
-                request.context_id,
+                ErrorCode.INVALID_MESSAGE, f"context {context_id!r} was ended (continue: false); use a new context_id",
+                context_id,
             )
-        context.take(request)
+        commands.append(ctx.Feed(context_id, request.transcript))
+        if request.flush or (request.max_buffer_delay_ms == 0 and request.transcript.strip()):
+            context.flushes += 1
+            commands.append(ctx.Flush(context_id, context.flushes))
+        if not request.continue_:
+            context.state = _State.ENDED
+            commands.append(ctx.End(context_id))
+        return commands
 
-    def _open(self, request: CartesiaGeneration) -> _Context:
-        limit = self.service.settings.max_session_requests
-        if len(self.contexts) >= limit:
-            raise busy(f"This socket already has {limit} open contexts; finish one first.")
-        if request.flush and not request.transcript.strip():
-            raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"no open context {request.context_id!r} to flush", request.context_id)
-        self.service.check_voice(request.voice_id, request.speed, request.language_override)
-        context = _Context(self, request)
-        self.contexts[context.id] = context
-        return context
+    def _cancel(self, context_id: str | None) -> list[ctx.Command]:
+        """Drop a context at once, with no answer (a cancel that races its ``done`` is no error)."""
+        if context_id is None or self.contexts.pop(context_id, None) is None:
+            return []
+        return [ctx.Cancel(context_id)]
 
-    def _cancel(self, context_id: str | None) -> None:
-        context = self.contexts.pop(context_id, None) if context_id is not None else None
-        if context is not None and context.speech.cancel():
-            self.service.metrics.cancels.labels(route=ROUTE).inc()
+    def event(self, event: ctx.Event) -> list[ctx.Command]:
+        context = self.contexts.get(event.context)
+        if context is None:
+            raise ValueError(f"an event of a context the Cartesia face does not hold: {event}")
+        match event:
+            case ctx.Audio(context_id, data, _, _, words, elapsed_s):
+                frames: list[ctx.Command] = []
+                if words and context.add_timestamps:
+                    frames.append(ctx.Send(_timestamps(context_id, words).to_json()))
+                if data:
+                    frames.append(ctx.Send(_chunk(context_id, data, elapsed_s).to_json()))
+                return frames
+            case ctx.Marked(context_id, mark):
+                return [ctx.Send(CartesiaFlushDone(context_id=context_id, flush_id=mark).to_json())]
+            case ctx.Ended(context_id, completed):
+                del self.contexts[context_id]
+                return [ctx.Send(CartesiaDone(context_id=context_id).to_json())] if completed else []
+            case ctx.Refused(context_id):
+                del self.contexts[context_id]
+                return []
+            case ctx.Failed():
+                return []
 
 
 async def tts_websocket(websocket: WebSocket) -> None:
@@ -238,7 +211,7 @@ async def tts_websocket(websocket: WebSocket) -> None:
     see `Connection.serve`)."""
     await websocket.accept()
     service: SpeechService | None = await websocket.app.state.server.wait()
-    await CartesiaSocket.serve(WebSocketTransport(websocket), service)
+    await ContextConnection.serve_face(WebSocketTransport(websocket), service, CartesiaMachine())
 
 
 def _start(service: SpeechService, request: CartesiaGeneration, route: str) -> AudioStream:
@@ -296,7 +269,7 @@ async def _sse_events(stream: AudioStream, request: CartesiaGeneration) -> Async
                 if chunk.words and request.add_timestamps:
                     yield _event(_timestamps(context_id, chunk.words))
                 if chunk.data:
-                    yield _event(_chunk(context_id, chunk.data, started))
+                    yield _event(_chunk(context_id, chunk.data, time.monotonic() - started))
         if stream.result is not None:
             yield _event(CartesiaDone(context_id=context_id))
     except SynthesisFailed as failure:

@@ -28,7 +28,11 @@ peer that took no frame for ``--send-timeout``, the connection dropped at once (
 never take the close).
 
 A face subclasses it and only parses (:meth:`handle`), formats (:meth:`fault_frame`) and
-sends its answers (:meth:`answer`); the transports differ only in their three primitives.
+sends its answers (:meth:`answer`); the faces whose text comes in contexts are protocol
+machines run by one subclass, `voicestream.server.contexts.ContextConnection`. The
+transports differ only in their primitives (receive, send, close, and what they can tell of
+their buffer and offer to drop). A connection's options (what its URL asked for) come with
+the factory `serve_connection` is given.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar, Protocol
@@ -420,36 +424,46 @@ class Connection:
 
     @classmethod
     async def serve(cls, transport: Transport, service: SpeechService | None) -> None:
-        """Admit and serve a peer, or refuse it with one ``busy`` (the model not loaded,
-        ``--max-sessions`` open, or draining). The server forgets the connection (its
-        slots, its requests) before the close is sent, which a peer that reads nothing never takes."""
-        listener = None if service is None or service.draining else service.admit_session()
-        if service is None or listener is None:
-            await cls._refuse(transport, service)
-            return
-        connection = cls(transport, service, listener)
-        async with registered(service, connection, listener):
-            code = await connection.run()
-        if code is not None and code != NORMAL:  # an idle close is counted when decided
-            service.metrics.sessions_closed.labels(code=str(code)).inc()
-        if not (connection.stalled and transport.abort()):
-            await _close_within(transport, code)
+        """`serve_connection` for a face whose connection class takes no options."""
+        await serve_connection(transport, service, lambda listener: cls(transport, service, listener), cls.fault_frame)
 
-    @classmethod
-    async def _refuse(cls, transport: Transport, service: SpeechService | None) -> None:
-        if service is None:
-            why = "The model is not loaded yet"
-        elif service.draining:
-            why = "The server is shutting down"
-        else:
-            why = "The server has too many open sessions"
-        fault = busy(f"{why}; try again shortly.")
-        if service is not None:
-            service.metrics.errors.labels(code=ErrorCode.BUSY.value).inc()
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(CLOSE_TIMEOUT_S):
-                await transport.send(cls.fault_frame(fault))
-        await _close_within(transport, GOING_AWAY if service is not None and service.draining else TRY_LATER)
+
+async def serve_connection(
+    transport: Transport, service: SpeechService | None, connect: Callable[[Listener], Connection],
+    fault_frame: Callable[[SpeechFault], Any],
+) -> None:
+    """Admit and serve a peer with the connection ``connect`` makes for its listener (the
+    face's options are the factory's), or refuse it with one ``busy`` in ``fault_frame``'s
+    shape (the model not loaded, ``--max-sessions`` open, or draining). The server forgets
+    the connection (its slots, its requests) before the close is sent, which a peer that
+    reads nothing never takes."""
+    listener = None if service is None or service.draining else service.admit_session()
+    if service is None or listener is None:
+        await _refuse(transport, service, fault_frame)
+        return
+    connection = connect(listener)
+    async with registered(service, connection, listener):
+        code = await connection.run()
+    if code is not None and code != NORMAL:  # an idle close is counted when decided
+        service.metrics.sessions_closed.labels(code=str(code)).inc()
+    if not (connection.stalled and transport.abort()):
+        await _close_within(transport, code)
+
+
+async def _refuse(transport: Transport, service: SpeechService | None, fault_frame: Callable[[SpeechFault], Any]) -> None:
+    if service is None:
+        why = "The model is not loaded yet"
+    elif service.draining:
+        why = "The server is shutting down"
+    else:
+        why = "The server has too many open sessions"
+    fault = busy(f"{why}; try again shortly.")
+    if service is not None:
+        service.metrics.errors.labels(code=ErrorCode.BUSY.value).inc()
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(CLOSE_TIMEOUT_S):
+            await transport.send(fault_frame(fault))
+    await _close_within(transport, GOING_AWAY if service is not None and service.draining else TRY_LATER)
 
 
 async def _close_within(transport: Transport, code: int | None) -> None:
@@ -470,60 +484,3 @@ async def registered(service: SpeechService, connection: Connection, listener: L
         service.release_session(listener)
 
 
-
-class _Cancellable(Protocol):
-    def cancel(self) -> bool: ...
-
-
-class SpeakingContext(Protocol):
-    """A face's context (Cartesia's, ElevenLabs'): its speech, and the task sending its answers."""
-
-    @property
-    def speech(self) -> _Cancellable: ...
-
-    @property
-    def task(self) -> asyncio.Task[None]: ...
-
-    @property
-    def has_unsent(self) -> bool: ...
-
-
-class _JsonAnswer(Protocol):
-    def to_json(self) -> str: ...
-
-
-MAX_QUEUED_ANSWERS = 16
-"""A context socket's answers waiting to be sent beyond which a context waits before sending more."""
-
-
-class ContextSocket[C: SpeakingContext](Connection):
-    """A connection of contexts by id (Cartesia's socket, ElevenLabs'), each answered as its
-    audio renders by a task of its own; the face opens, feeds and ends them."""
-
-    def __init__(self, transport: Transport, service: SpeechService, listener: Listener) -> None:
-        super().__init__(transport, service, listener)
-        self.contexts: dict[str, C] = {}
-
-    @property
-    def has_unsent(self) -> bool:
-        return any(context.has_unsent for context in self.contexts.values())
-
-    async def emit(self, answer: _JsonAnswer) -> None:
-        """Queue an answer; wait while the socket is behind (until the send timeout closes a
-        client that does not read)."""
-        self.queue(answer.to_json())
-        await self.wait_for_room(MAX_QUEUED_ANSWERS)
-
-    async def release(self) -> None:
-        contexts = list(self.contexts.values())
-        self.contexts.clear()
-        await release_contexts(contexts)
-
-
-async def release_contexts(contexts: Sequence[SpeakingContext]) -> None:
-    """Cancel each context's speech and sending task and wait for the tasks to end (a face's
-    :meth:`Connection.release`, when it holds contexts)."""
-    for context in contexts:
-        context.speech.cancel()
-        context.task.cancel()
-    await asyncio.gather(*(context.task for context in contexts), return_exceptions=True)

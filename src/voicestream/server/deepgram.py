@@ -15,8 +15,6 @@ served is refused at the handshake with 400 and the reason in ``dg-error``, as D
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import uuid
 
@@ -40,25 +38,19 @@ from voicestream.protocol.deepgram import (
     parse_socket_message,
     parse_speak_query,
 )
-from voicestream.server.connection import (
-    Connection,
-    Transport,
-    WebSocketTransport,
-    release_contexts,
-)
+from voicestream.server import contexts as ctx
+from voicestream.server.connection import WebSocketTransport
+from voicestream.server.contexts import ContextConnection
 from voicestream.server.http import audio_body, read_body, stream_response
 from voicestream.server.job import Listener
 from voicestream.server.requests import SpeechService
-from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice, start_job
-from voicestream.text import STREAMED
+from voicestream.server.streamed import Output, Voice, start_job
 
 log = logging.getLogger(__name__)
 
 ROUTE = "deepgram"
 BUFFER_DELAY_S = 3.0
 """How long text the chunker cannot decide yet waits for more before it is spoken as it is."""
-MAX_QUEUED_FRAMES = 16
-"""Frames waiting for the socket beyond which the utterance waits before sending more."""
 MODEL_VERSION = "kokoro-82m-v1.0"
 
 
@@ -83,145 +75,75 @@ def _error_response(fault: SpeechFault, request_id: str) -> Response:
     return Response(body.to_json(), fault.http_status, {"dg-error": fault.message}, "application/json")
 
 
-class _SpeakTransport(WebSocketTransport):
-    """The socket, with the options its handshake asked for."""
-
-    def __init__(self, websocket: WebSocket, options: SpeakOptions) -> None:
-        super().__init__(websocket)
-        self.options = options
-
-
-class _Utterance:
-    """The text since the socket opened or since the last Clear, and the task that sends its audio."""
-
-    def __init__(self, socket: DeepgramSocket, number: int) -> None:
-        self.socket = socket
-        self.speech = StreamedSpeech(
-            socket.service, socket.voice, socket.output, socket.listener, ROUTE,
-            f"{socket.request_id}:{number}", STREAMED, BUFFER_DELAY_S,
-        )
-        self.task = asyncio.create_task(self._send(), name=f"deepgram-utterance-{number}")
-
-    @property
-    def has_unsent(self) -> bool:
-        return self.speech.has_unsent
-
-    async def _send(self) -> None:
-        try:
-            async for item in self.speech:
-                if isinstance(item, Spoken):
-                    async with contextlib.aclosing(item.stream.chunks()) as chunks:
-                        async for chunk in chunks:
-                            if chunk.data:
-                                await self.socket.emit(self.speech, chunk.data)
-                else:
-                    await self.socket.emit(self.speech, Flushed(sequence_id=item).to_json())
-        except SpeechFault as refused:  # a failure was logged where it happened
-            self.socket.failed(self, refused)
-        except Exception:  # the utterance fails, the socket goes on
-            log.exception("a Deepgram utterance failed")
-            self.socket.failed(self, SpeechFault(ErrorCode.INTERNAL, "Synthesis failed; the text so far was dropped."))
-        else:
-            self.socket.ended(self)
-
-
-class DeepgramSocket(Connection):
-    """``WS /v1/speak``: one stream of text in, its audio out as binary frames."""
+class DeepgramMachine:
+    """``WS /v1/speak``'s protocol without I/O: one stream of text in, its audio out as binary
+    frames (see `voicestream.server.contexts`). The text since the socket opened or since the
+    last Clear is one utterance, a context of the runner, opened by the first message that
+    needs one."""
 
     kind = "Deepgram socket"
+    route = ROUTE
 
-    def __init__(self, transport: Transport, service: SpeechService, listener: Listener) -> None:
-        super().__init__(transport, service, listener)
-        assert isinstance(transport, _SpeakTransport)
-        options = transport.options
+    def __init__(self, options: SpeakOptions, request_id: str) -> None:
+        self.options = options
+        self.request_id = request_id
         self.voice = _voice(options)
         self.output = _output(options)
-        self.request_id = str(uuid.uuid4())
         self.flushes = 0
         self.closing = False
         """Close was received: the rest is spoken, then the socket closes."""
-        self._count = 0
-        self._live: set[_Utterance] = set()
-        """Utterances whose task still runs (the current one, and cleared ones finishing)."""
-        self._answering = False
-        self.utterance = self._next_utterance()
-        self.queue(Metadata(
+        self.count = 0
+        self.utterance: str | None = None
+        """The open utterance's context, if any."""
+
+    def start(self) -> list[ctx.Command]:
+        options = self.options
+        return [ctx.Send(Metadata(
             request_id=self.request_id, model_name=options.model, model_version=MODEL_VERSION,
             model_uuid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"voicestream:{self.voice.voice}")),
-        ).to_json())
+        ).to_json())]
 
-    @property
-    def has_unsent(self) -> bool:
-        return self._answering or self.utterance.has_unsent
-
-    @classmethod
-    def fault_frame(cls, fault: SpeechFault) -> str:
+    @staticmethod
+    def fault_frame(fault: SpeechFault) -> str:
         return SpeakWarning(warn_code=fault.code.value, warn_msg=fault.message, description=fault.message).to_json()
 
-    async def emit(self, speech: StreamedSpeech, frame: str | bytes) -> None:
-        """Queue a frame of ``speech``; wait while the socket is behind. A frame whose speech
-        was cleared meanwhile is dropped when its turn comes (`answer`)."""
-        self.queue_answer((speech, frame))
-        await self.wait_for_room(MAX_QUEUED_FRAMES)
-
-    async def answer(self, item: tuple[StreamedSpeech, str | bytes]) -> None:
-        speech, frame = item
-        if speech.cancelled:
-            return
-        self._answering = True
-        try:
-            await self.send_within(frame)
-        finally:
-            self._answering = False
-
-    async def handle(self, payload: str | bytes) -> None:
+    def receive(self, payload: str | bytes) -> list[ctx.Command]:
         message = parse_socket_message(load_json_object(payload))
         if self.closing:
             raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"{message.type} after Close: the socket is closing")
-        if self.utterance.speech.cancelled:  # it failed (its Warning is on its way): start afresh
-            self.utterance = self._next_utterance()
-        speech = self.utterance.speech
-        if isinstance(message, Speak):
-            speech.feed(message.text)
-        elif message.type == "Flush":
-            speech.flush()
-            speech.mark(self.flushes)
-            self.flushes += 1
-        elif message.type == "Clear":
-            if self.utterance.has_unsent:
-                self.service.metrics.cancels.labels(route=ROUTE).inc()
-            speech.cancel()
-            self.queue(Cleared(sequence_id=self.flushes).to_json())
-            self.utterance = self._next_utterance()
-        else:
+        if message.type == "Clear":
+            cleared = [] if self.utterance is None else [ctx.Cancel(self.utterance)]
+            self.utterance = None
+            return [*cleared, ctx.Send(Cleared(sequence_id=self.flushes).to_json())]
+        if message.type == "Close":
             self.closing = True
-            speech.end()
-        self.accepted()
+            return [ctx.Finish()] if self.utterance is None else [ctx.End(self.utterance)]
+        commands = self._open() if self.utterance is None else []
+        utterance = self.utterance
+        assert utterance is not None
+        if isinstance(message, Speak):
+            return [*commands, ctx.Feed(utterance, message.text)]
+        self.flushes += 1
+        return [*commands, ctx.Flush(utterance, self.flushes - 1)]
 
-    def ended(self, utterance: _Utterance) -> None:
-        """An utterance's audio is all out: after Close, the socket closes."""
-        if self.closing and utterance is self.utterance:
-            self.finish()
+    def _open(self) -> list[ctx.Command]:
+        self.count += 1
+        self.utterance = str(self.count)
+        return [ctx.Open(self.utterance, self.voice, self.output, BUFFER_DELAY_S, f"{self.request_id}:{self.count}", None)]
 
-    def failed(self, utterance: _Utterance, fault: SpeechFault) -> None:
-        """An utterance failed: its Warning goes out and the text that follows starts afresh."""
-        utterance.speech.cancel()
-        self.report(fault)
-        if utterance is self.utterance:
-            if self.closing:
-                self.finish()
-            else:
-                self.utterance = self._next_utterance()
-
-    async def release(self) -> None:
-        await release_contexts(list(self._live))
-
-    def _next_utterance(self) -> _Utterance:
-        self._count += 1
-        utterance = _Utterance(self, self._count)
-        self._live.add(utterance)
-        utterance.task.add_done_callback(lambda _: self._live.discard(utterance))
-        return utterance
+    def event(self, event: ctx.Event) -> list[ctx.Command]:
+        match event:
+            case ctx.Audio(_, data):
+                return [ctx.Send(data)] if data else []
+            case ctx.Marked(_, mark):
+                return [ctx.Send(Flushed(sequence_id=mark).to_json())]
+            case ctx.Ended(utterance) | ctx.Refused(utterance):
+                if utterance != self.utterance:
+                    raise ValueError(f"an event of an utterance the Deepgram face does not hold: {event}")
+                self.utterance = None  # a failed or refused one: the text that follows starts afresh
+                return [ctx.Finish()] if self.closing and isinstance(event, ctx.Ended) else []
+            case ctx.Failed():
+                return []
 
 
 async def speak_websocket(websocket: WebSocket) -> None:
@@ -242,7 +164,9 @@ async def speak_websocket(websocket: WebSocket) -> None:
         return
     await websocket.accept()
     service = service or await websocket.app.state.server.wait()
-    await DeepgramSocket.serve(_SpeakTransport(websocket, options), service)
+    await ContextConnection.serve_face(
+        WebSocketTransport(websocket), service, DeepgramMachine(options, str(uuid.uuid4())),
+    )
 
 
 async def speak(request: Request) -> Response:

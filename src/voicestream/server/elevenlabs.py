@@ -31,11 +31,11 @@ without ``context_id``, ``{"text": ""}`` ending the input; after the last audio 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import logging
 from dataclasses import dataclass
+from enum import Enum
 
 from starlette.websockets import WebSocket
 
@@ -54,16 +54,11 @@ from voicestream.protocol.elevenlabs import (
     parse_socket_message,
     spoken_language,
 )
-from voicestream.server.connection import (
-    POLICY,
-    ContextSocket,
-    WebSocketTransport,
-    busy,
-)
-from voicestream.server.job import Listener, RenderedChunk
-from voicestream.server.requests import AudioStream, SpeechService
-from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice
-from voicestream.text import STREAMED
+from voicestream.server import contexts as ctx
+from voicestream.server.connection import POLICY, WebSocketTransport
+from voicestream.server.contexts import ContextConnection
+from voicestream.server.requests import SpeechService
+from voicestream.server.streamed import Output, Voice
 
 log = logging.getLogger(__name__)
 
@@ -107,169 +102,135 @@ def output_of(fmt: OutputFormat, word_timestamps: bool) -> Output:
     return Output(fmt.format, fmt.sample_rate, encoder or None, word_timestamps)
 
 
-class _Transport(WebSocketTransport):
-    """The socket with what its URL asked for."""
-
-    def __init__(self, websocket: WebSocket, options: SocketOptions) -> None:
-        super().__init__(websocket)
-        self.options = options
-
-
-def audio_answer(chunk: RenderedChunk, start_s: float, context_id: str | None) -> AudioAnswer:
+def audio_answer(audio: ctx.Audio, context_id: str | None) -> AudioAnswer:
     """One piece of audio and the characters it speaks, timed from its own start."""
-    times = char_alignment(chunk.words, start_s, start_s + chunk.seconds)
+    times = char_alignment(audio.words, audio.start_s, audio.start_s + audio.seconds)
     alignment = SocketAlignment.of(times) if times.chars else None
-    return AudioAnswer(context_id=context_id, audio=base64.b64encode(chunk.data).decode("ascii"),
+    return AudioAnswer(context_id=context_id, audio=base64.b64encode(audio.data).decode("ascii"),
                        alignment=alignment, normalized_alignment=alignment)
 
 
+class _State(Enum):
+    OPEN = "open"
+    """Taking text."""
+    ENDED = "ended"
+    """Ended after a flush: its audio is still being sent, and it takes no more text."""
+
+
+@dataclass
 class _Context:
-    """One context: its streamed speech and the task that sends its answers."""
-
-    def __init__(self, socket: ElevenLabsSocket, context_id: str, speed: float) -> None:
-        options = socket.options
-        self.id = context_id
-        self.socket = socket
-        self.answer_id = context_id if options.multi else None
-        self.speech = StreamedSpeech(
-            socket.service, options.voice_at(speed), options.audio(), socket.listener, ROUTE, context_id or ROUTE,
-            STREAMED, 0 if options.auto_mode else UNDECIDED_DELAY_S,
-        )
-        self.end_flushed = False
-        """The last message was a flush without text: a ``close_context`` now ends the answer."""
-        self.final = False
-        """``isFinal`` is queued or sent."""
-        self.task = asyncio.create_task(self._send(), name=f"elevenlabs-context-{context_id}")
-
-    @property
-    def has_unsent(self) -> bool:
-        return self.speech.has_unsent
-
-    def take(self, message: SocketMessage) -> None:
-        if self.speech.ended:
-            raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"context {self.id!r} was closed; use a new context_id", self.id)
-        text = message.text or ""
-        self.speech.feed(text)
-        if text.strip():
-            self.end_flushed = False
-        if message.flush:
-            self.speech.flush()
-            self.end_flushed = not text.strip()
-
-    def close(self) -> None:
-        """End the answer after its audio, or (a barge-in) stop it now; see the module's docstring."""
-        if self.end_flushed and not self.speech.ended:
-            self.speech.end()
-            return
-        self.socket.contexts.pop(self.id, None)
-        if self.speech.cancel():
-            self.socket.service.metrics.cancels.labels(route=ROUTE).inc()
-        if not self.final:
-            self.final = True
-            self.socket.queue(FinalAnswer(context_id=self.answer_id).to_json())
-
-    async def _send(self) -> None:
-        try:
-            async for item in self.speech:
-                if isinstance(item, Spoken):
-                    await self._send_audio(item.stream)
-            if not self.speech.cancelled and not self.final:
-                self.final = True
-                await self.socket.emit(FinalAnswer(context_id=self.answer_id))
-        except SpeechFault as refused:  # a failure was logged where it happened
-            self.speech.cancel()
-            refused.request_id = self.answer_id
-            self.socket.report(refused)
-        except Exception:  # the context fails, the socket goes on
-            log.exception("an ElevenLabs context failed", extra={"request_id": self.id})
-            self.speech.cancel()
-            self.socket.report(SpeechFault(ErrorCode.INTERNAL, "Synthesis failed for this context.", self.answer_id))
-        finally:
-            if self.socket.contexts.get(self.id) is self:
-                del self.socket.contexts[self.id]
-            if not self.socket.options.multi:
-                self.socket.finish()
-
-    async def _send_audio(self, stream: AudioStream) -> None:
-        start_s = 0.0
-        async with contextlib.aclosing(stream.chunks()) as chunks:
-            async for chunk in chunks:
-                if self.speech.cancelled:
-                    return
-                if chunk.data:
-                    await self.socket.emit(audio_answer(chunk, start_s, self.answer_id))
-                start_s += chunk.seconds
+    answer_id: str | None
+    state: _State = _State.OPEN
+    end_flushed: bool = False
+    """The last message was a flush without text: a ``close_context`` now ends the answer."""
 
 
-class ElevenLabsSocket(ContextSocket[_Context]):
-    """Either ElevenLabs socket (``options.multi``): contexts answered as their audio renders."""
+class ElevenLabsMachine:
+    """Either ElevenLabs socket's protocol without I/O (``options.multi``): contexts answered as
+    their audio renders (see `voicestream.server.contexts`)."""
 
     kind = "ElevenLabs socket"
+    route = ROUTE
 
-    def __init__(self, transport: _Transport, service: SpeechService, listener: Listener) -> None:
-        super().__init__(transport, service, listener)
-        self.options = transport.options
+    def __init__(self, options: SocketOptions) -> None:
+        self.options = options
+        self.contexts: dict[str, _Context] = {}
         self.input_ended = False
         """``stream-input``: the end of the input was sent."""
 
-    @classmethod
-    def fault_frame(cls, fault: SpeechFault) -> str:
+    def start(self) -> list[ctx.Command]:
+        return []
+
+    @staticmethod
+    def fault_frame(fault: SpeechFault) -> str:
         return ErrorAnswer(context_id=fault.request_id, error=fault.code.value, message=fault.message).to_json()
 
-    async def handle(self, payload: str | bytes) -> None:
+    def receive(self, payload: str | bytes) -> list[ctx.Command]:
         context_id: str | None = None
         try:
             raw = load_json_object(payload)
             context_id = raw.get("context_id") if isinstance(raw.get("context_id"), str) else None
             message = parse_socket_message(raw)
             if message.close_socket:
-                self.finish()
-            elif self.options.multi:
-                self._multi(message)
-            else:
-                self._single(message)
+                return [ctx.Finish()]
+            return self._multi(message) if self.options.multi else self._single(message)
         except SpeechFault as fault:
             fault.request_id = context_id if self.options.multi else None
             raise
-        self.accepted()
 
-    def _multi(self, message: SocketMessage) -> None:
+    def _multi(self, message: SocketMessage) -> list[ctx.Command]:
         context_id = message.context_id
         context = self.contexts.get(context_id) if context_id is not None else None
         if message.close_context:
-            if context is not None:  # one already final raced its isFinal: no error
-                context.close()
-            return
+            # one already final raced its isFinal: no error
+            return [] if context is None or context_id is None else self._close(context_id, context)
         if message.text == "" and not message.flush:
-            return  # a keep-alive
+            return []  # a keep-alive
         if context_id is None:
             raise ProtocolError(ErrorCode.INVALID_MESSAGE, "context_id is required: a non-empty string")
         if context is None:
             if message.text is None:
                 raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"no open context {context_id!r}", context_id)
-            context = self._open(context_id, message)
-        context.take(message)
+            return [self._open(context_id, message), *self._take(context_id, message)]
+        return self._take(context_id, message)
 
-    def _single(self, message: SocketMessage) -> None:
-        context = self.contexts.get(SINGLE)
-        if context is None:
+    def _single(self, message: SocketMessage) -> list[ctx.Command]:
+        commands: list[ctx.Command] = []
+        if SINGLE not in self.contexts:
             if self.input_ended:
                 raise ProtocolError(ErrorCode.INVALID_MESSAGE, "the input has ended")
-            context = self._open(SINGLE, message)
+            commands.append(self._open(SINGLE, message))
         if message.text == "" and not message.flush:
-            context.speech.end()
+            self.contexts[SINGLE].state = _State.ENDED
             self.input_ended = True
-            return
-        context.take(message)
+            return [*commands, ctx.End(SINGLE)]
+        return [*commands, *self._take(SINGLE, message)]
 
-    def _open(self, context_id: str, message: SocketMessage) -> _Context:
-        limit = self.service.settings.max_session_requests
-        if len(self.contexts) >= limit:
-            raise busy(f"This socket already has {limit} open contexts; close one first.")
-        self.service.check_voice(self.options.voice, message.speed, self.options.language)
-        context = _Context(self, context_id, message.speed)
-        self.contexts[context_id] = context
-        return context
+    def _open(self, context_id: str, message: SocketMessage) -> ctx.Open:
+        options = self.options
+        answer_id = context_id if options.multi else None
+        self.contexts[context_id] = _Context(answer_id)
+        return ctx.Open(context_id, options.voice_at(message.speed), options.audio(),
+                    0 if options.auto_mode else UNDECIDED_DELAY_S, context_id or ROUTE, answer_id)
+
+    def _take(self, context_id: str, message: SocketMessage) -> list[ctx.Command]:
+        context = self.contexts[context_id]
+        if context.state is _State.ENDED:
+            raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"context {context_id!r} was closed; use a new context_id",
+                                context_id)
+        text = message.text or ""
+        commands: list[ctx.Command] = [ctx.Feed(context_id, text)]
+        if text.strip():
+            context.end_flushed = False
+        if message.flush:
+            commands.append(ctx.Flush(context_id))
+            context.end_flushed = not text.strip()
+        return commands
+
+    def _close(self, context_id: str, context: _Context) -> list[ctx.Command]:
+        """End the answer after its audio, or (a barge-in) stop it now; see the module's docstring."""
+        if context.end_flushed and context.state is _State.OPEN:
+            context.state = _State.ENDED
+            return [ctx.End(context_id)]
+        del self.contexts[context_id]
+        return [ctx.Cancel(context_id), ctx.Send(FinalAnswer(context_id=context.answer_id).to_json())]
+
+    def event(self, event: ctx.Event) -> list[ctx.Command]:
+        context = self.contexts.get(event.context)
+        if context is None:
+            raise ValueError(f"an event of a context the ElevenLabs face does not hold: {event}")
+        match event:
+            case ctx.Audio():
+                return [ctx.Send(audio_answer(event, context.answer_id).to_json())] if event.data else []
+            case ctx.Ended(context_id, completed):
+                del self.contexts[context_id]
+                final = [ctx.Send(FinalAnswer(context_id=context.answer_id).to_json())] if completed else []
+                return final if self.options.multi else [*final, ctx.Finish()]
+            case ctx.Refused(context_id):
+                del self.contexts[context_id]
+                return []
+            case ctx.Marked() | ctx.Failed():
+                return []
 
 
 async def _serve(websocket: WebSocket, multi: bool) -> None:
@@ -284,10 +245,10 @@ async def _serve(websocket: WebSocket, multi: bool) -> None:
         if service is not None:
             service.metrics.errors.labels(code=fault.code.value).inc()
         with contextlib.suppress(Exception):
-            await websocket.send_text(ElevenLabsSocket.fault_frame(fault))
+            await websocket.send_text(ElevenLabsMachine.fault_frame(fault))
             await websocket.close(POLICY)
         return
-    await ElevenLabsSocket.serve(_Transport(websocket, options), service)
+    await ContextConnection.serve_face(WebSocketTransport(websocket), service, ElevenLabsMachine(options))
 
 
 async def multi_stream_input(websocket: WebSocket) -> None:

@@ -1,0 +1,380 @@
+"""One context runner for every face whose text comes in contexts: Cartesia's socket, ElevenLabs'
+two sockets and Deepgram's.
+
+A face is a **protocol machine without I/O** (:class:`FaceMachine`), as h11 is: it takes one
+client message and returns :data:`Command` values (open a context, feed it text, flush it with
+a marker, end it, cancel it, send a frame, finish the socket), and takes the core's
+:data:`Event` values for a context (a piece of audio with its words, a marker reached, the
+context ended or failed) and returns commands again, mostly frames to send. It keeps its own
+protocol state and nothing else: no socket, no task, no timer, no budget.
+
+:class:`ContextConnection` executes those commands against the core, for every such face
+once: the per-socket limit on open contexts and the voice check at open, one task per
+context iterating its :class:`~voicestream.server.streamed.StreamedSpeech`, one error path
+(a refusal is reported with the context's id, anything else logged once and reported as
+``internal``), one bounded send path (a context waits while ``MAX_QUEUED_ANSWERS`` of its
+frames wait for the socket; a frame of a context cancelled meanwhile is dropped when its turn
+comes), word times re-based once (from the start of the context's audio) and the cancel
+metric. A context the face cancelled reports nothing more: the face already knows; one
+the core refuses to open (a full socket, an unknown voice) is refused to the client and
+reported to the face as :class:`Refused`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from voicestream.engine.alignment import TimedWord, offset_words
+from voicestream.protocol import ErrorCode, SpeechFault
+from voicestream.server.connection import Connection, Transport, busy, serve_connection
+from voicestream.server.job import Listener
+from voicestream.server.requests import AudioStream, SpeechService
+from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice
+from voicestream.text import STREAMED
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUED_ANSWERS = 16
+"""A context's frames waiting for the socket beyond which the context waits before sending more."""
+
+
+# --- what a face says to the core ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Open:
+    """Open ``context``: its text is read in ``voice`` and sent as ``output``; text the chunker
+    cannot cut yet waits at most ``max_delay_s`` (None: until more text, a flush or the end)."""
+
+    context: str
+    voice: Voice
+    output: Output
+    max_delay_s: float | None
+    request_id: str
+    """The core's id of the context's requests (logs, metrics)."""
+    answer_id: str | None
+    """The id the face's error frames for this context carry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Feed:
+    context: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Flush:
+    """Speak what the context's chunker holds; ``mark`` (if any) comes back as :class:`Marked`
+    once the audio of all text fed so far is sent."""
+
+    context: str
+    mark: object | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class End:
+    """No more text for ``context``: speak the rest; :class:`Ended` follows its audio."""
+
+    context: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """Drop ``context`` and everything of it not yet sent, at once; it reports nothing more."""
+
+    context: str
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send ``frame``: after everything queued before it; from an event, in its context's order."""
+
+    frame: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """Read no more; close (1000) once everything queued so far is sent."""
+
+
+Command = Open | Feed | Flush | End | Cancel | Send | Finish
+
+
+# --- what the core tells a face --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Audio:
+    """A piece of ``context``'s audio: it starts ``start_s`` into the context's audio and lasts
+    ``seconds``; ``words`` are timed from the start of the context's audio (empty unless the
+    context's output asked for word times); ``elapsed_s`` since its sentence began sending."""
+
+    context: str
+    data: bytes
+    start_s: float
+    seconds: float
+    words: tuple[TimedWord, ...] = ()
+    elapsed_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Marked:
+    """The audio of the text fed before ``Flush(mark=mark)`` is sent."""
+
+    context: str
+    mark: object
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """``context``'s audio is all sent (``completed``), or it failed (after :class:`Failed`)."""
+
+    context: str
+    completed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """``context`` failed; its error frame (``fault``, with the context's ``answer_id``) is
+    already on its way."""
+
+    context: str
+    fault: SpeechFault
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """The core refused to open ``context`` (a full socket, an unknown voice): the client is
+    answered with the error, and the context never began."""
+
+    context: str
+
+
+Event = Audio | Marked | Ended | Failed | Refused
+
+
+class FaceMachine(Protocol):
+    """A face's protocol state, without I/O (see the module's docstring)."""
+
+    kind: ClassVar[str]
+    """What the log calls its connections ("Cartesia socket")."""
+    route: ClassVar[str]
+    """The metrics' route label."""
+
+    def start(self) -> list[Command]:
+        """What the face does as the connection opens."""
+        ...
+
+    def receive(self, message: str | bytes) -> list[Command]:
+        """One client message; a :class:`SpeechFault` (with its ``request_id``) answers it."""
+        ...
+
+    def event(self, event: Event) -> list[Command]:
+        """One event of an open context (never of one the face cancelled)."""
+        ...
+
+    def fault_frame(self, fault: SpeechFault) -> Any:
+        """The face's error frame."""
+        ...
+
+
+# --- the runner ------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Context:
+    id: str
+    answer_id: str | None
+    speech: StreamedSpeech
+    audio_s: float = 0.0
+    """Audio of this context sent so far."""
+    cancelled_by_face: bool = False
+    task: asyncio.Task[None] = field(init=False)
+
+
+class ContextConnection(Connection):
+    """A connection whose face is a :class:`FaceMachine` of contexts; see the module's docstring."""
+
+    def __init__(self, transport: Transport, service: SpeechService, listener: Listener, machine: FaceMachine) -> None:
+        super().__init__(transport, service, listener)
+        self.machine = machine
+        self.kind = machine.kind
+        self.contexts: dict[str, _Context] = {}
+        """Open contexts by id (until their audio is sent, they fail, or the face cancels them)."""
+        self._live: set[_Context] = set()
+        """Contexts whose task still runs (cancelled ones finishing included)."""
+        self._answering = False
+        self._execute(machine.start(), None)
+
+    @classmethod
+    async def serve_face(cls, transport: Transport, service: SpeechService | None, machine: FaceMachine) -> None:
+        """`Connection.serve` for a face machine (the machine holds the URL's options)."""
+        await serve_connection(
+            transport, service, lambda listener: cls(transport, service, listener, machine), machine.fault_frame,
+        )
+
+    def fault_frame(self, fault: SpeechFault) -> Any:  # type: ignore[override]
+        return self.machine.fault_frame(fault)
+
+    @property
+    def has_unsent(self) -> bool:
+        return self._answering or any(context.speech.has_unsent for context in self.contexts.values())
+
+    async def handle(self, message: str | bytes) -> None:
+        self._execute(self.machine.receive(message), None)
+        self.accepted()
+
+    async def answer(self, item: tuple[_Context, Any]) -> None:
+        context, frame = item
+        if context.cancelled_by_face:
+            return  # cancelled while the frame waited: dropped
+        self._answering = True
+        try:
+            await self.send_within(frame)
+        finally:
+            self._answering = False
+
+    async def release(self) -> None:
+        contexts = list(self._live)
+        self.contexts.clear()
+        for context in contexts:
+            context.speech.cancel()
+            context.task.cancel()
+        await asyncio.gather(*(context.task for context in contexts), return_exceptions=True)
+
+    # --- commands ----------------------------------------------------------------------------
+
+    def _execute(self, commands: Sequence[Command], source: _Context | None) -> list[Any]:
+        """Carry out ``commands``; frames to send from a context's event are returned with any
+        :class:`Finish` after them (the context's task sends them in its order), others are
+        queued at once."""
+        frames: list[Any] = []
+        for command in commands:
+            match command:
+                case Open():
+                    self._open(command)
+                case Feed(context, text):
+                    self._context(context).speech.feed(text)
+                case Flush(context, mark):
+                    speech = self._context(context).speech
+                    speech.flush()
+                    if mark is not None:
+                        speech.mark(mark)
+                case End(context):
+                    self._context(context).speech.end()
+                case Cancel(context):
+                    self._cancel(context)
+                case Send(frame) if source is not None:
+                    frames.append(frame)
+                case Send(frame):
+                    self.queue(frame)
+                case Finish() if source is not None:
+                    frames.append(command)  # after the frames before it
+                case Finish():
+                    self.finish()
+        return frames
+
+    def _context(self, context_id: str) -> _Context:
+        context = self.contexts.get(context_id)
+        if context is None:  # a face that lost track of its own contexts
+            raise SpeechFault(ErrorCode.INTERNAL, f"no open context {context_id!r}", context_id)
+        return context
+
+    def _open(self, command: Open) -> None:
+        limit = self.service.settings.max_session_requests
+        voice = command.voice
+        try:
+            if len(self.contexts) >= limit:
+                raise busy(f"This socket already has {limit} open contexts; end one first.")
+            self.service.check_voice(voice.voice, voice.speed, voice.language)
+        except SpeechFault as fault:  # the face hears that the context ended before it began
+            fault.request_id = command.answer_id
+            self._execute(self.machine.event(Refused(command.context)), None)
+            raise
+        speech = StreamedSpeech(
+            self.service, voice, command.output, self.listener, self.machine.route, command.request_id,
+            STREAMED, command.max_delay_s,
+        )
+        context = _Context(command.context, command.answer_id, speech)
+        context.task = asyncio.create_task(self._run(context), name=f"{self.machine.route}-context-{command.context}")
+        self.contexts[context.id] = context
+        self._live.add(context)
+        context.task.add_done_callback(lambda _: self._live.discard(context))
+
+    def _cancel(self, context_id: str) -> None:
+        context = self.contexts.pop(context_id, None)
+        if context is None:
+            return
+        context.cancelled_by_face = True
+        if context.speech.cancel():
+            self.service.metrics.cancels.labels(route=self.machine.route).inc()
+
+    # --- a context's task ----------------------------------------------------------------------
+
+    async def _run(self, context: _Context) -> None:
+        speech = context.speech
+        try:
+            async for item in speech:
+                if isinstance(item, Spoken):
+                    await self._send_sentence(context, item.stream)
+                else:
+                    await self._tell(context, Marked(context.id, item))
+        except SpeechFault as refused:  # a failure was logged where it happened
+            await self._fail(context, refused)
+        except Exception:  # the context fails, the connection goes on
+            log.exception("%s context failed", self.a_kind, extra={"request_id": speech.request_id})
+            await self._fail(context, SpeechFault(ErrorCode.INTERNAL, "Synthesis failed for this context."))
+        else:
+            if self._forget(context):
+                await self._tell(context, Ended(context.id, completed=True))
+
+    async def _send_sentence(self, context: _Context, stream: AudioStream) -> None:
+        started, sentence_s = time.monotonic(), context.audio_s
+        async with contextlib.aclosing(stream.chunks()) as chunks:
+            async for chunk in chunks:
+                if context.speech.cancelled:
+                    return
+                # the core times a sentence's words from the sentence's start: re-based once, here
+                words = tuple(offset_words(chunk.words, sentence_s)) if chunk.words else ()
+                if chunk.data or words:
+                    await self._tell(context, Audio(
+                        context.id, chunk.data, context.audio_s, chunk.seconds, words, time.monotonic() - started,
+                    ))
+                context.audio_s += chunk.seconds
+
+    async def _fail(self, context: _Context, fault: SpeechFault) -> None:
+        context.speech.cancel()
+        if not self._forget(context):
+            return
+        fault.request_id = context.answer_id
+        self.report(fault)
+        await self._tell(context, Failed(context.id, fault), Ended(context.id, completed=False))
+
+    def _forget(self, context: _Context) -> bool:
+        """Drop a context whose task ends; False if the face cancelled it (it hears nothing more;
+        a context the connection cancels ends with its task, before this)."""
+        if self.contexts.get(context.id) is context:
+            del self.contexts[context.id]
+        return not context.cancelled_by_face
+
+    async def _tell(self, context: _Context, *events: Event) -> None:
+        """Hand ``events`` to the face and send the frames it answers, in the context's order;
+        wait while the socket is behind (until the send timeout closes a peer that does not read).
+        The face hears them all before the first frame is sent: what it holds never lags what
+        the runner holds across a wait."""
+        frames = [frame for event in events for frame in self._execute(self.machine.event(event), context)]
+        for frame in frames:
+            if isinstance(frame, Finish):
+                self.finish()
+                continue
+            self.queue_answer((context, frame))
+            await self.wait_for_room(MAX_QUEUED_ANSWERS)
+
+
+MachineFactory = Callable[[], FaceMachine]

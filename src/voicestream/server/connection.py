@@ -3,7 +3,7 @@
 A :class:`Connection` is what sits between a wire protocol and the core. It admits a new
 peer and registers it with the scheduler (``--max-sessions``, budgets, metrics, drain see
 it), refuses one it cannot take with a single ``busy`` and a close, and then runs two
-tasks over one :class:`Transport`:
+tasks over one :class:`PeerTransport`:
 
 - the receiver reads messages under one idle clock and hands each to :meth:`handle`; a
   fault it raises becomes an error frame, within one error budget;
@@ -72,6 +72,14 @@ class ConnectionState(Enum):
     CLOSED = "closed"
 
 
+_NEXT_STATES = {
+    ConnectionState.OPEN: {ConnectionState.CLOSING, ConnectionState.CLOSED},
+    ConnectionState.CLOSING: {ConnectionState.CLOSING, ConnectionState.CLOSED},
+    ConnectionState.CLOSED: set(),
+}
+"""The transitions a connection may make: it never opens again."""
+
+
 class PeerGone(Exception):
     """The peer disconnected (or its end of the stream closed): nothing more can be sent."""
 
@@ -80,7 +88,7 @@ class SendTimedOut(Exception):
     """A frame did not leave within ``--send-timeout``: the connection is being closed."""
 
 
-class Transport(Protocol):
+class PeerTransport(Protocol):
     """The three primitives a face's wire offers; ``receive`` raises :class:`PeerGone` at the end
     and may raise a :class:`SpeechFault` for a message it cannot even frame."""
 
@@ -164,7 +172,7 @@ class Connection:
 
     kind: ClassVar[str] = "connection"
 
-    def __init__(self, transport: Transport, service: SpeechService, listener: Listener) -> None:
+    def __init__(self, transport: PeerTransport, service: SpeechService, listener: Listener) -> None:
         self.transport = transport
         self.service = service
         self.listener = listener
@@ -222,14 +230,24 @@ class Connection:
 
     def go_away(self, code: int = GOING_AWAY) -> None:
         """Close now with ``code`` (1001: the server is shutting down); unsent work is dropped."""
-        self.state = ConnectionState.CLOSING
+        if self.state is ConnectionState.CLOSED:
+            return
+        self._move(ConnectionState.CLOSING)
         if not self._close_now.done():
             self._close_now.set_result(code)
 
     def finish(self) -> None:
         """Read no more; close (1000) once everything queued so far is sent."""
-        self.state = ConnectionState.CLOSING
+        if self.state is ConnectionState.CLOSED:
+            return
+        self._move(ConnectionState.CLOSING)
         self._outbox.put_nowait(_CLOSE)
+
+    def _move(self, to: ConnectionState) -> None:
+        """The one place the state changes; an illegal transition is a bug, and raises."""
+        if to not in _NEXT_STATES[self.state]:
+            raise RuntimeError(f"{self.a_kind} cannot go from {self.state.value} to {to.value}")
+        self.state = to
 
     def queue(self, frame: Any) -> None:
         """Put a frame in the outbox, after everything queued before it."""
@@ -340,7 +358,7 @@ class Connection:
             log.exception("%s failed; closing it", self.a_kind)
             return INTERNAL
         finally:
-            self.state = ConnectionState.CLOSED
+            self._move(ConnectionState.CLOSED)
             tasks = [receiver, sender, *([self._reading] if self._reading else [])]
             for task in (*tasks, self._close_now):
                 task.cancel()
@@ -423,13 +441,13 @@ class Connection:
     # --- admission ----------------------------------------------------------------------
 
     @classmethod
-    async def serve(cls, transport: Transport, service: SpeechService | None) -> None:
+    async def serve(cls, transport: PeerTransport, service: SpeechService | None) -> None:
         """`serve_connection` for a face whose connection class takes no options."""
         await serve_connection(transport, service, lambda listener: cls(transport, service, listener), cls.fault_frame)
 
 
 async def serve_connection(
-    transport: Transport, service: SpeechService | None, connect: Callable[[Listener], Connection],
+    transport: PeerTransport, service: SpeechService | None, connect: Callable[[Listener], Connection],
     fault_frame: Callable[[SpeechFault], Any],
 ) -> None:
     """Admit and serve a peer with the connection ``connect`` makes for its listener (the
@@ -450,7 +468,7 @@ async def serve_connection(
         await _close_within(transport, code)
 
 
-async def _refuse(transport: Transport, service: SpeechService | None, fault_frame: Callable[[SpeechFault], Any]) -> None:
+async def _refuse(transport: PeerTransport, service: SpeechService | None, fault_frame: Callable[[SpeechFault], Any]) -> None:
     if service is None:
         why = "The model is not loaded yet"
     elif service.draining:
@@ -466,7 +484,7 @@ async def _refuse(transport: Transport, service: SpeechService | None, fault_fra
     await _close_within(transport, GOING_AWAY if service is not None and service.draining else TRY_LATER)
 
 
-async def _close_within(transport: Transport, code: int | None) -> None:
+async def _close_within(transport: PeerTransport, code: int | None) -> None:
     with contextlib.suppress(Exception):
         async with asyncio.timeout(CLOSE_TIMEOUT_S):
             await transport.close(code)

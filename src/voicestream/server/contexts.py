@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Protocol
 
 from voicestream.engine.alignment import TimedWord, offset_words
 from voicestream.protocol import ErrorCode, SpeechFault
-from voicestream.server.connection import Connection, Transport, busy, serve_connection
+from voicestream.server.connection import Connection, PeerTransport, busy, serve_connection
 from voicestream.server.job import Listener
 from voicestream.server.requests import AudioStream, SpeechService
 from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice
@@ -201,7 +201,7 @@ class _Context:
 class ContextConnection(Connection):
     """A connection whose face is a :class:`FaceMachine` of contexts; see the module's docstring."""
 
-    def __init__(self, transport: Transport, service: SpeechService, listener: Listener, machine: FaceMachine) -> None:
+    def __init__(self, transport: PeerTransport, service: SpeechService, listener: Listener, machine: FaceMachine) -> None:
         super().__init__(transport, service, listener)
         self.machine = machine
         self.kind = machine.kind
@@ -213,7 +213,7 @@ class ContextConnection(Connection):
         self._execute(machine.start(), None)
 
     @classmethod
-    async def serve_face(cls, transport: Transport, service: SpeechService | None, machine: FaceMachine) -> None:
+    async def serve_face(cls, transport: PeerTransport, service: SpeechService | None, machine: FaceMachine) -> None:
         """`Connection.serve` for a face machine (the machine holds the URL's options)."""
         await serve_connection(
             transport, service, lambda listener: cls(transport, service, listener, machine), machine.fault_frame,

@@ -52,8 +52,8 @@ from voicestream.protocol import (
 from voicestream.server.connection import (
     Connection,
     PeerGone,
+    PeerTransport,
     SendTimedOut,
-    Transport,
     WebSocketTransport,
     busy,
 )
@@ -92,7 +92,7 @@ class _Accepted:
 class BidiSession(Connection):
     kind = "session"
 
-    def __init__(self, transport: Transport, service: SpeechService, listener: Listener) -> None:
+    def __init__(self, transport: PeerTransport, service: SpeechService, listener: Listener) -> None:
         super().__init__(transport, service, listener)
         self._accepted: list[_Accepted] = []
 

@@ -55,7 +55,7 @@ from voicestream.server.connection import (
     POLICY,
     Connection,
     PeerGone,
-    Transport,
+    PeerTransport,
     busy,
 )
 from voicestream.server.job import Listener
@@ -195,7 +195,7 @@ class WyomingConnection(Connection):
 
     kind = "Wyoming connection"
 
-    def __init__(self, transport: Transport, service: SpeechService, listener: Listener) -> None:
+    def __init__(self, transport: PeerTransport, service: SpeechService, listener: Listener) -> None:
         super().__init__(transport, service, listener)
         self._stream: StreamedSpeech | None = None
         """The utterance ``synthesize-start`` opened, fed by ``synthesize-chunk``."""

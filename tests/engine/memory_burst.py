@@ -40,28 +40,29 @@ def resident_bytes() -> int:
     return resident
 
 
-def releases_after(count: int, timeout_s: float = 30.0) -> int:
-    """Bounded polling: the release count once it passes ``count``."""
+def releases_after(release: memory.IdleRelease, count: int, timeout_s: float = 30.0) -> int:
+    """Bounded polling: ``release``'s count once it passes ``count``."""
     deadline = time.monotonic() + timeout_s
-    while memory.IDLE_RELEASE.releases <= count:
+    while release.releases <= count:
         assert time.monotonic() < deadline, "the heap was not handed back after the engine went idle"
         time.sleep(0.02)
-    return memory.IDLE_RELEASE.releases
+    return release.releases
 
 
-def settled(timeout_s: float = 30.0) -> int:
-    """Bounded polling: the release count once nothing is left to release or renew."""
+def settled(release: memory.IdleRelease, timeout_s: float = 30.0) -> int:
+    """Bounded polling: ``release``'s count once nothing is left to release or renew."""
     deadline = time.monotonic() + timeout_s
-    while not memory.IDLE_RELEASE.settled:
+    while not release.settled:
         assert time.monotonic() < deadline, "the idle release did not settle"
         time.sleep(0.02)
-    return memory.IDLE_RELEASE.releases
+    return release.releases
 
 
 def ran_at_once(engine: KokoroEngine) -> object:
     """A session, or a front and vocoder pair, of ``engine`` that had runs at once."""
-    pairs = [pair for pair in engine._split_models.values() if any(map(memory.IDLE_RELEASE.ran_at_once, pair.sessions))]
-    sessions = [session for session in engine._sessions.values() if memory.IDLE_RELEASE.ran_at_once(session)]
+    release = engine.idle_release
+    pairs = [pair for pair in engine._split_models.values() if any(map(release.ran_at_once, pair.sessions))]
+    sessions = [session for session in engine._sessions.values() if release.ran_at_once(session)]
     assert pairs or sessions, "no session had runs at once"
     return (sessions + pairs)[0]
 
@@ -71,8 +72,8 @@ def heap_burst(engine: KokoroEngine, release: memory.IdleRelease) -> dict[str, f
     control (no release may come); then the release. Megabytes."""
     count = release.releases
     engine.render(next(engine.plan("Settle.")), "af_heart", 1.0)
-    releases_after(count)
-    settled()  # a renewal the release started is over too: nothing more is given back
+    releases_after(release, count)
+    settled(release)  # a renewal the release started is over too: nothing more is given back
     before = resident_bytes()
     # the pool's threads live until every figure is taken, as a server's workers do: a thread
     # that exits frees its own buffers, and that raced the control spell (32 to 40 MB given
@@ -85,7 +86,7 @@ def heap_burst(engine: KokoroEngine, release: memory.IdleRelease) -> dict[str, f
             time.sleep(QUIET_S * 2)  # the control: a spell twice the release's, with no release
             held = resident_bytes()
             released_in_spell = release.releases - releases
-        releases_after(releases)
+        releases_after(release, releases)
         released = resident_bytes()
     return {
         "grown": (after_burst - before) / MB,
@@ -112,26 +113,26 @@ def renewal_burst(engine: KokoroEngine, release: memory.IdleRelease) -> dict[str
 
 def _renewed(engine: KokoroEngine, release: memory.IdleRelease, count: int, piece: Piece, reference: np.ndarray) -> dict[str, object]:
     """`renewal_burst` after its burst, the burst's threads still alive."""
-    releases_after(count)
-    count = settled()
+    releases_after(release, count)
+    count = settled(release)
     first_release = resident_bytes()
     with release.running():  # the control: one more quiet spell and release, no renewal
         pass
-    releases_after(count)
-    count = settled()
+    releases_after(release, count)
+    count = settled(release)
     released = resident_bytes()
     renewals = release.renewals, engine.renewals
     release.renew_above = 1e-6  # the next spell renews whatever the heap holds
     held = ran_at_once(engine)
     with release.running():
         pass
-    releases_after(count)
-    count = settled()  # the renewal, and the release the sessions it freed at once asked for
+    releases_after(release, count)
+    count = settled(release)  # the renewal, and the release the sessions it freed at once asked for
     held_replaced = held not in [*engine._sessions.values(), *engine._split_models.values()]
     time.sleep(QUIET_S * 3)
     releases_while_held = release.releases - count  # nothing ran and nothing was let go since
     del held
-    releases_after(count)  # the replaced pair, let go, asks for a release of its own
+    releases_after(release, count)  # the replaced pair, let go, asks for a release of its own
     renewed = resident_bytes()
     return {
         "control": (first_release - released) / MB,
@@ -144,9 +145,8 @@ def _renewed(engine: KokoroEngine, release: memory.IdleRelease, count: int, piec
 
 
 def main() -> None:
-    release = memory.IDLE_RELEASE
-    release.after_s, release.renew_after_s = QUIET_S, 2 * QUIET_S
-    engine = KokoroEngine.load(warm_up=False)  # the heap burst's first render warms it up
+    release = memory.IdleRelease(QUIET_S, renew_after_s=2 * QUIET_S)
+    engine = KokoroEngine.load(warm_up=False, idle_release=release)  # the heap burst's first render warms it up
     print(json.dumps({"heap": heap_burst(engine, release), "renewal": renewal_burst(engine, release)}))
 
 

@@ -10,12 +10,12 @@ from voicestream.engine.alignment import (
     FRAME_S,
     NO_WORD,
     PieceWords,
+    TimedWord,
     label_phonemes,
     offset_words,
     shift_words,
     time_words,
 )
-from voicestream.protocol import WordTiming
 
 
 def test_words_espeak_joins_are_split_back() -> None:
@@ -65,14 +65,14 @@ def test_durations_must_match_the_phonemes() -> None:
 )
 def test_shifted_times_stay_in_order_inside_the_audio(starts: list[float], head: int, pause: int, length: int) -> None:
     ordered = sorted(starts)
-    words = [WordTiming(word=str(i), start_s=s, end_s=s + 0.1) for i, s in enumerate(ordered)]
+    words = [TimedWord(word=str(i), start_s=s, end_s=s + 0.1) for i, s in enumerate(ordered)]
     shifted = shift_words(words, head, pause, length + pause)
     assert [w.start_s for w in shifted] == sorted(w.start_s for w in shifted)
     assert all(pause / 24_000 <= w.start_s <= w.end_s <= (length + pause) / 24_000 for w in shifted)
 
 
 def test_shift_moves_by_the_pause_less_the_trimmed_head() -> None:
-    (word,) = shift_words([WordTiming(word="x", start_s=1.0, end_s=1.5)], 12_000, 2_400, 10 * 24_000)
+    (word,) = shift_words([TimedWord(word="x", start_s=1.0, end_s=1.5)], 12_000, 2_400, 10 * 24_000)
     assert (word.start_s, word.end_s) == pytest.approx((0.6, 1.1))
     (later,) = offset_words([word], 2.0)
     assert (later.start_s, later.end_s) == pytest.approx((2.6, 3.1))

@@ -19,9 +19,9 @@ from voicestream.engine.derive import (
     float32_nodes,
     graph_precision,
     quantized_ops,
-    similarity,
 )
 from voicestream.engine.graph import ENCODER_DURATIONS, load_graph
+from voicestream.engine.similarity import similarity
 from voicestream.engine.weights import MARKER_FILE, MODEL_FILE, VOICE_DIR, variant_for
 
 SENTENCE = "It costs five dollars, said Doctor Lee, and the train leaves at noon."

@@ -4,7 +4,6 @@ malloc is handed back once no model run has gone for a while, and never during a
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -21,8 +20,9 @@ pytestmark = pytest.mark.skipif(memory._glibc() is None, reason="the heap is han
 
 
 @pytest.fixture
-def quick_release() -> Iterator[memory.IdleRelease]:
-    release = memory.IDLE_RELEASE
+def quick_release(engine: KokoroEngine) -> Iterator[memory.IdleRelease]:
+    """The test engine's own idle release (it made one: no server handed it one), its spells short."""
+    release = engine.idle_release
     saved = release.after_s, release.renew_after_s
     release.after_s, release.renew_after_s = QUIET_S, 2 * QUIET_S
     yield release
@@ -35,7 +35,7 @@ def bursts() -> dict[str, dict[str, Any]]:
     shows of a burst must not depend on what the test worker did before (see its docstring)."""
     done = subprocess.run(
         [sys.executable, "-m", "tests.engine.memory_burst"], check=False, capture_output=True, text=True, timeout=300,
-        cwd=Path(__file__).parents[2], env={**os.environ, memory.RENEW_ABOVE_ENV: "", memory.RELEASE_AFTER_ENV: ""},
+        cwd=Path(__file__).parents[2],
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -89,28 +89,48 @@ def test_no_release_while_a_run_goes_on(quick_release: memory.IdleRelease) -> No
     count = quick_release.releases
     with quick_release.running():
         pass
-    count = releases_after(count)
+    count = releases_after(quick_release, count)
     with quick_release.running():
         time.sleep(QUIET_S * 3)  # longer than the spell, but a run is going on
         assert quick_release.releases == count
     asked = quick_release.asked  # this test's runs are over: any later reason is another's
-    count = releases_after(count)
+    count = releases_after(quick_release, count)
     time.sleep(QUIET_S * 3)
     assert quick_release.releases == count or quick_release.asked > asked, "a release no run asked for"
 
 
 def test_a_release_delay_that_is_not_a_number_falls_back_to_the_default(monkeypatch, caplog) -> None:
-    from voicestream.engine.memory import (
-        DEFAULT_RELEASE_AFTER_S,
-        RELEASE_AFTER_ENV,
-        _release_after_s,
-    )
+    """The server reads ``VOICESTREAM_RELEASE_AFTER_S`` into its settings, which make the idle
+    release of the engine it loads: a typo is logged, not fatal."""
+    from voicestream.server.settings import RELEASE_AFTER_ENV, RENEW_ABOVE_ENV, ServerSettings
 
     monkeypatch.setenv(RELEASE_AFTER_ENV, "one second")
-    assert _release_after_s() == DEFAULT_RELEASE_AFTER_S
+    assert ServerSettings().release_after_s == memory.DEFAULT_RELEASE_AFTER_S
     assert "is not a number" in caplog.text
     monkeypatch.setenv(RELEASE_AFTER_ENV, "0")
-    assert _release_after_s() == 0.0
+    monkeypatch.setenv(RENEW_ABOVE_ENV, "0")
+    assert (ServerSettings().release_after_s, ServerSettings().renew_above) == (0.0, 0.0)
+
+
+async def test_a_server_hands_the_engine_it_loads_the_release_its_settings_make(
+    engine: KokoroEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine reads no environment: a server loading its own model makes the idle release
+    from its settings (``VOICESTREAM_RELEASE_AFTER_S``, ``VOICESTREAM_RENEW_ABOVE``) and hands
+    it to that engine, which counts its runs there and reports them in /metrics."""
+    from voicestream.server import ServerSettings, create_app
+    from voicestream.server.settings import RELEASE_AFTER_ENV, RENEW_ABOVE_ENV
+
+    monkeypatch.setenv(RELEASE_AFTER_ENV, "0.25")
+    monkeypatch.setenv(RENEW_ABOVE_ENV, "0")
+    app = create_app(ServerSettings(model_dir=engine.files.model_path.parent))
+    async with app.router.lifespan_context(app):
+        service = await app.state.server.wait()
+        assert service is not None
+        release = service.engine.idle_release
+        assert (release.after_s, release.renew_above) == (0.25, 0.0) and release is not engine.idle_release
+        assert release.asked > 0  # the warm-up's runs were counted by it
+        assert "voicestream_session_renewals 0.0" in app.state.server.metrics.render().decode()
 
 
 def test_renewal_off_renews_nothing(engine: KokoroEngine, quick_release: memory.IdleRelease) -> None:
@@ -123,7 +143,7 @@ def test_renewal_off_renews_nothing(engine: KokoroEngine, quick_release: memory.
         session = engine._sessions[1]
         with quick_release.running(session), quick_release.running(session):  # two runs at once
             pass
-        releases_after(count)
+        releases_after(quick_release, count)
     finally:
         quick_release.renew_above = saved
     assert engine.renewals == renewals
@@ -139,7 +159,7 @@ def test_a_session_that_cannot_be_built_again_is_logged_once_and_the_loaded_ones
     graph = engine._renewable_graph
     assert graph is not None
     sessions = dict(engine._sessions)
-    with memory.IDLE_RELEASE.running(sessions[1]), memory.IDLE_RELEASE.running(sessions[1]):
+    with engine.idle_release.running(sessions[1]), engine.idle_release.running(sessions[1]):
         pass  # two runs at once: the session is one to renew
     monkeypatch.setattr(engine, "_renewable_graph", ModelGraph("/nonexistent/model.onnx", graph.durations, graph.split))
     assert engine.renew_sessions(lambda: True) is False

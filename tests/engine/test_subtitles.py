@@ -16,8 +16,8 @@ from tests.engine.cli_runner import Cli
 
 from voicestream.cli.subtitles import phrases, to_srt, to_webvtt
 from voicestream.engine import KokoroEngine
+from voicestream.engine.alignment import TimedWord
 from voicestream.engine.kokoro import RenderedPiece
-from voicestream.protocol import WordTiming
 
 TEXT = "Dr. Lee paid $5 for the tickets. The show starts at noon, so we should hurry."
 
@@ -63,12 +63,12 @@ def test_say_writes_subtitles_and_timestamps(run_cli: Cli, tmp_path: Path) -> No
 
 
 def test_phrases_end_at_punctuation_pauses_and_length() -> None:
-    words = [WordTiming(word=w, start_s=i * 0.3, end_s=i * 0.3 + 0.25) for i, w in enumerate(["a", "b,", "c", "d", "e."])]
-    words.append(WordTiming(word="late", start_s=5.0, end_s=5.3))
+    words = [TimedWord(word=w, start_s=i * 0.3, end_s=i * 0.3 + 0.25) for i, w in enumerate(["a", "b,", "c", "d", "e."])]
+    words.append(TimedWord(word="late", start_s=5.0, end_s=5.3))
     assert [[w.word for w in cue] for cue in phrases(words)] == [["a", "b,"], ["c", "d", "e."], ["late"]]
 
 
 def test_unspaced_words_join_without_spaces() -> None:
-    words = [WordTiming(word=w, start_s=i * 0.4, end_s=i * 0.4 + 0.3) for i, w in enumerate(["今天", "天气", "很好"])]
+    words = [TimedWord(word=w, start_s=i * 0.4, end_s=i * 0.4 + 0.3) for i, w in enumerate(["今天", "天气", "很好"])]
     assert webvtt.from_string(to_webvtt(words)).captions[0].text == "今天天气很好"
     assert next(srt.parse(to_srt(words))).content == "今天天气很好"

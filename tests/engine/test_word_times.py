@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from voicestream.engine import KokoroEngine
-from voicestream.protocol import WordTiming
+from voicestream.engine.alignment import TimedWord
 
 
 def timed(engine: KokoroEngine, text: str, voice: str = "af_heart", speed: float = 1.0, cut: bool = True):
@@ -22,7 +22,7 @@ def rms(audio: np.ndarray) -> float:
     return float(np.sqrt(np.mean(audio.astype(np.float64) ** 2))) if audio.size else 0.0
 
 
-def assert_in_order_inside(words: list[WordTiming], audio: np.ndarray, sample_rate: int = 24_000) -> None:
+def assert_in_order_inside(words: list[TimedWord], audio: np.ndarray, sample_rate: int = 24_000) -> None:
     """Words in order, not overlapping, inside the audio; what follows the last word is the
     end's silence (quiet), and what precedes the first is not speech either."""
     assert words[0].start_s >= 0

@@ -2,6 +2,7 @@
 
 import pytest
 
+from voicestream.catalog import describe_voice
 from voicestream.protocol import ErrorCode, ProtocolError
 from voicestream.protocol.deepgram import (
     AURA_VOICES,
@@ -10,7 +11,6 @@ from voicestream.protocol.deepgram import (
     parse_socket_message,
     parse_speak_query,
 )
-from voicestream.protocol.voices import describe_voice
 
 
 def test_every_aura_voice_is_a_kokoro_voice_of_its_language() -> None:

@@ -252,28 +252,31 @@ async def test_a_request_parked_by_its_budget_goes_stale_without_a_worker_pickin
 
 
 def test_every_error_raised_below_the_faces_is_a_speech_fault() -> None:
-    """One root, so that a face catches one class: the protocol's, the engine's and the
-    server's errors carry an `ErrorCode`, a message and the request's id, and map to one
-    HTTP status and one error frame."""
+    """One root, so that a face catches one class: the protocol's and the server's errors,
+    the engine's refusals as the server maps them, carry an `ErrorCode`, a message and the
+    request's id, and map to one HTTP status and one error frame. The engine's own errors
+    know no wire: each refusal has its code in one table of the server's."""
     from voicestream.engine import (
         EngineError,
+        InvalidInputError,
         InvalidSpeedError,
         TextTooLongError,
-        WeightsNotFoundError,
     )
     from voicestream.protocol import ProtocolError, SpeechFault, fault_frame, http_status
-    from voicestream.server.requests import SynthesisFailed
+    from voicestream.server.requests import ENGINE_REFUSALS, SynthesisFailed, refused
     from voicestream.server.scheduler import BusyError, RenderFailed
 
     faults = [
-        ProtocolError(ErrorCode.INVALID_JSON, "not JSON", "r1"), TextTooLongError("too long"),
-        InvalidSpeedError("too fast"), WeightsNotFoundError("no weights"), RequestRejected(ErrorCode.UNKNOWN_VOICE, "who?"),
+        ProtocolError(ErrorCode.INVALID_JSON, "not JSON", "r1"), refused(TextTooLongError("too long")),
+        refused(InvalidSpeedError("too fast")), RequestRejected(ErrorCode.UNKNOWN_VOICE, "who?"),
         BusyError("full"), JobFailed(ErrorCode.REQUEST_STALE, "late"), RenderFailed(),
     ]
     assert all(isinstance(fault, SpeechFault) and isinstance(fault.code, ErrorCode) for fault in faults)
-    assert SynthesisFailed is JobFailed and issubclass(BusyError, RequestRejected) and issubclass(TextTooLongError, EngineError)
-    assert [fault.http_status for fault in faults] == [400, 413, 400, 500, 400, 503, 408, 500]
+    assert SynthesisFailed is JobFailed and issubclass(BusyError, RequestRejected)
+    assert not issubclass(EngineError, SpeechFault) and set(ENGINE_REFUSALS) == set(InvalidInputError.__subclasses__())
+    assert (faults[1].code, faults[1].message) == (ErrorCode.TEXT_TOO_LONG, "too long")
+    assert [fault.http_status for fault in faults] == [400, 413, 400, 400, 503, 408, 500]
     assert http_status("not_a_code") == 400
     frame = fault_frame(faults[0])
     assert (frame.request_id, frame.code, frame.message) == ("r1", "invalid_json", "not JSON")
-    assert fault_frame(faults[5], "r2").request_id == "r2" and fault_frame(faults[5], "r2").code == "busy"
+    assert fault_frame(faults[4], "r2").request_id == "r2" and fault_frame(faults[4], "r2").code == "busy"

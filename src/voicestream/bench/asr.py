@@ -29,7 +29,7 @@ WHISPER_BASE_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
 def whisper_base_dir() -> Path:
     """Multilingual Whisper base in CTranslate2 format, assembled once in the voicestream cache
     from the two dev-group packages that carry it (``model.bin`` split in two parts)."""
-    from voicestream.engine.weights import cache_root
+    from voicestream.engine.cache import cache_root
 
     target = cache_root() / "whisper-base-ct2"
     if (target / "model.bin").exists():

@@ -27,7 +27,7 @@ from voicestream.bench.asr import WHISPER_RATE, load_whisper_base, whisper_model
 from voicestream.bench.report import Report, Table, machine_context, progress
 from voicestream.bench.texts import WORD_SENTENCES
 from voicestream.engine import KokoroEngine
-from voicestream.protocol import WordTiming
+from voicestream.engine.alignment import TimedWord
 
 WHISPER_LANGUAGE = {"en-us": "en", "en-gb": "en", "es": "es", "fr-fr": "fr", "it": "it", "pt-br": "pt", "hi": "hi", "ja": "ja", "zh": "zh"}
 ENGLISH_TARGET = 0.65
@@ -54,7 +54,7 @@ def _hear(whisper: Any, audio: np.ndarray, language: str, words: bool = False) -
     return " ".join(s.text.strip() for s in segments), [w for s in segments for w in (s.words or [])]
 
 
-def cut_passes(whisper: Any, audio: np.ndarray, words: Sequence[WordTiming], index: int, language: str) -> bool:
+def cut_passes(whisper: Any, audio: np.ndarray, words: Sequence[TimedWord], index: int, language: str) -> bool:
     """Whether cutting ``audio`` at word ``index``'s start splits it from the word before."""
     cut = int(words[index].start_s * 24_000)
     left, _ = _hear(whisper, audio[:cut], language)
@@ -66,7 +66,7 @@ def cut_passes(whisper: Any, audio: np.ndarray, words: Sequence[WordTiming], ind
     return heard_left[-1] == before[-1] and heard_right[0] == word[0]
 
 
-def start_errors(whisper: Any, audio: np.ndarray, words: Sequence[WordTiming], language: str) -> list[float]:
+def start_errors(whisper: Any, audio: np.ndarray, words: Sequence[TimedWord], language: str) -> list[float]:
     """|our start − Whisper's| in ms, for the words both name the same way (in order)."""
     _, heard = _hear(whisper, audio, language, words=True)
     ours = [" ".join(units(w.word, language)) for w in words]

@@ -15,8 +15,8 @@ from voicestream.cli.progress import stderr, text_progress, weights_progress
 if TYPE_CHECKING:  # the engine loads only for the commands that use it
     import numpy as np
 
+    from voicestream.engine.alignment import TimedWord
     from voicestream.engine.kokoro import RenderedPiece
-    from voicestream.protocol import WordTiming
 
 app = typer.Typer(
     help="Low-latency streaming speech for AI agents with Kokoro-82M.",
@@ -98,7 +98,7 @@ def say(
         stderr.print("[red]error:[/red] --subtitles must name a .vtt or .srt file.")
         raise typer.Exit(2)
     samples = 0
-    words: list[WordTiming] = []
+    words: list[TimedWord] = []
     with output.open("wb") as out, text_progress(len(text)) as advance:
         if subtitles is None and timestamps is None:
             chunks = engine.stream_parallel(text, voice, speed, progress=advance, language=lang)
@@ -114,13 +114,13 @@ def say(
     stderr.print(f"Wrote {output} ({chosen}, {samples / engine.sample_rate:.3f} s, voice {voice}).")
 
 
-def _timed_chunks(pieces: Iterator[RenderedPiece], words: list[WordTiming]) -> Iterator[np.ndarray]:
+def _timed_chunks(pieces: Iterator[RenderedPiece], words: list[TimedWord]) -> Iterator[np.ndarray]:
     for piece in pieces:
         words.extend(piece.words)
         yield piece.audio
 
 
-def _write_word_files(words: list[WordTiming], subtitles: Path | None, timestamps: Path | None) -> None:
+def _write_word_files(words: list[TimedWord], subtitles: Path | None, timestamps: Path | None) -> None:
     from voicestream.cli.subtitles import to_json, to_srt, to_webvtt
 
     if subtitles is not None:
@@ -198,7 +198,7 @@ def models_derive(
     import time
 
     from voicestream.engine import EngineError
-    from voicestream.engine.derive import similarity
+    from voicestream.engine.similarity import similarity
     from voicestream.engine.weights import DERIVED_FROM, cache_dir, derive_weights
 
     started = time.perf_counter()

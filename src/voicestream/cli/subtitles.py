@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import asdict
+from typing import TYPE_CHECKING
 
-from voicestream.protocol import WordTiming
+if TYPE_CHECKING:
+    from voicestream.engine.alignment import TimedWord
 
 MAX_CUE_WORDS = 10
 MAX_CUE_S = 5.0
@@ -19,9 +22,9 @@ MAX_GAP_S = 0.6
 _PHRASE_ENDS = tuple(".!?;:,…。！？、，；：")
 
 
-def phrases(words: Sequence[WordTiming]) -> list[list[WordTiming]]:
+def phrases(words: Sequence[TimedWord]) -> list[list[TimedWord]]:
     """``words`` cut into cues (see the module's rules)."""
-    cues: list[list[WordTiming]] = []
+    cues: list[list[TimedWord]] = []
     for word in words:
         current = cues[-1] if cues else None
         if (
@@ -44,16 +47,16 @@ def _clock(seconds: float, separator: str) -> str:
     return f"{hours:02d}:{minutes:02d}:{rest // 1000:02d}{separator}{rest % 1000:03d}"
 
 
-def _joined(words: Sequence[WordTiming], spaced: bool) -> str:
+def _joined(words: Sequence[TimedWord], spaced: bool) -> str:
     return (" " if spaced else "").join(w.word for w in words)
 
 
-def _spaced(words: Sequence[WordTiming]) -> bool:
+def _spaced(words: Sequence[TimedWord]) -> bool:
     """Words of a language written with spaces (not Japanese or Chinese characters)."""
     return not any("\u3040" <= ch <= "\u9fff" for w in words for ch in w.word)
 
 
-def to_webvtt(words: Sequence[WordTiming]) -> str:
+def to_webvtt(words: Sequence[TimedWord]) -> str:
     """A WebVTT file: one cue per phrase, each later word preceded by its start time."""
     spaced = _spaced(words)
     blocks = ["WEBVTT"]
@@ -67,7 +70,7 @@ def to_webvtt(words: Sequence[WordTiming]) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-def to_srt(words: Sequence[WordTiming]) -> str:
+def to_srt(words: Sequence[TimedWord]) -> str:
     """An SRT file: one numbered cue per phrase."""
     spaced = _spaced(words)
     blocks = []
@@ -77,6 +80,6 @@ def to_srt(words: Sequence[WordTiming]) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-def to_json(words: Sequence[WordTiming]) -> str:
+def to_json(words: Sequence[TimedWord]) -> str:
     """The words as a JSON list of ``{"word", "start_s", "end_s"}``."""
-    return json.dumps([w.model_dump() for w in words], ensure_ascii=False, indent=1)
+    return json.dumps([asdict(w) for w in words], ensure_ascii=False, indent=1)

@@ -1,5 +1,6 @@
 """The Kokoro-82M engine on ONNX Runtime: weights, voices, phonemes, inference."""
 
+from voicestream.engine.alignment import TimedWord
 from voicestream.engine.errors import (
     DeviceUnavailableError,
     EmptyTextError,
@@ -39,6 +40,7 @@ __all__ = [
     "Piece",
     "RenderedPiece",
     "TextTooLongError",
+    "TimedWord",
     "UnknownVoiceError",
     "UnsupportedLanguageError",
     "WeightsNotFoundError",

@@ -16,11 +16,10 @@ at its speed, so times follow ``speed``; they are seconds, so resampling leaves 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 
 from voicestream.engine.graph import FRAME_SAMPLES
-from voicestream.protocol import WordTiming
 
 SAMPLE_RATE = 24_000
 FRAME_S = FRAME_SAMPLES / SAMPLE_RATE
@@ -30,6 +29,21 @@ NO_WORD = -1
 NON_SOUNDS = frozenset(' !"(),.:;?—“”…¡¿«»-')
 """Kokoro vocabulary symbols that are not sounds of a word: spaces and punctuation."""
 _STRESS = frozenset("ˈˌ")
+
+
+@dataclass(frozen=True, slots=True)
+class TimedWord:
+    """One written word (as the user sent it, before normalization, markup markers left out)
+    and when it is spoken, in seconds from the start of some audio (a piece's, then its
+    request's); ``start_char`` and ``end_char`` are its offsets in the text as sent, in code
+    points, end exclusive, when known. The server hands it to the faces, which write it in
+    their own wire form (the protocol's `WordTiming` has the same fields)."""
+
+    word: str
+    start_s: float
+    end_s: float
+    start_char: int | None = None
+    end_char: int | None = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +95,7 @@ def _stress_marks_join_their_word(phonemes: str, labels: list[int]) -> None:
             labels[i] = labels[i + 1] if i + 1 < len(phonemes) else labels[i - 1] if i else NO_WORD
 
 
-def time_words(words: PieceWords, phonemes: str, durations: Sequence[int]) -> list[WordTiming]:
+def time_words(words: PieceWords, phonemes: str, durations: Sequence[int]) -> list[TimedWord]:
     """Each word of ``words`` with its start and end in seconds from the start of the run's
     audio; ``durations`` are the run's frames per token: start token, one per symbol of
     ``phonemes``, end token. A word with no symbols gets an empty span where it falls."""
@@ -111,15 +125,14 @@ def time_words(words: PieceWords, phonemes: str, durations: Sequence[int]) -> li
         start = max(start, cursor)
         end = max(end, start)
         chars = words.spans[index] if index < len(words.spans) else (None, None)
-        timings.append(WordTiming(word=text, start_s=start * FRAME_S, end_s=end * FRAME_S,
-                                  start_char=chars[0], end_char=chars[1]))
+        timings.append(TimedWord(text, start * FRAME_S, end * FRAME_S, chars[0], chars[1]))
         cursor = end
     return timings
 
 
 def shift_words(
-    words: Sequence[WordTiming], head_removed: int, pause_before: int, length: int, sample_rate: int = SAMPLE_RATE
-) -> list[WordTiming]:
+    words: Sequence[TimedWord], head_removed: int, pause_before: int, length: int, sample_rate: int = SAMPLE_RATE
+) -> list[TimedWord]:
     """Word times of a run's audio made relative to the audio the engine returns: the run
     lost ``head_removed`` samples at its head (silence trimming), then got ``pause_before``
     samples of silence in front, and is ``length`` samples long in the end. Every change to
@@ -127,26 +140,23 @@ def shift_words(
     shift = (pause_before - head_removed) / sample_rate
     floor, ceiling = pause_before / sample_rate, length / sample_rate
     return [
-        w.model_copy(update={
-            "start_s": min(max(w.start_s + shift, floor), ceiling),
-            "end_s": min(max(w.end_s + shift, floor), ceiling),
-        })
+        replace(w, start_s=min(max(w.start_s + shift, floor), ceiling), end_s=min(max(w.end_s + shift, floor), ceiling))
         for w in words
     ]
 
 
-def offset_words(words: Sequence[WordTiming], seconds: float) -> list[WordTiming]:
+def offset_words(words: Sequence[TimedWord], seconds: float) -> list[TimedWord]:
     """Word times of one piece made relative to a request's audio that starts ``seconds`` earlier."""
-    return [w.model_copy(update={"start_s": w.start_s + seconds, "end_s": w.end_s + seconds}) for w in words]
+    return [replace(w, start_s=w.start_s + seconds, end_s=w.end_s + seconds) for w in words]
 
 
-def offset_chars(words: Sequence[WordTiming], chars: int) -> list[WordTiming]:
+def offset_chars(words: Sequence[TimedWord], chars: int) -> list[TimedWord]:
     """Word offsets of one part of a text made relative to the whole, which holds ``chars``
     characters before that part (a streamed utterance's chunk, an answer's sentence)."""
     if not chars:
         return list(words)
     return [
-        w.model_copy(update={"start_char": w.start_char + chars, "end_char": w.end_char + chars})
+        replace(w, start_char=w.start_char + chars, end_char=w.end_char + chars)
         if w.start_char is not None and w.end_char is not None else w
         for w in words
     ]

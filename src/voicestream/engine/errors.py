@@ -1,23 +1,19 @@
-"""The engine's errors: each carries the protocol code the server answers with.
+"""The engine's errors, in its own words: each says what went wrong in a ``message`` written
+for people (safe to show).
 
-They are `SpeechFault`s (the one error root below the faces), so a face that catches
-`SpeechFault` answers an engine refusal with its own code, no translation in between.
+The engine knows no wire: the server maps a refusal to its protocol's code once, where a
+request is checked (`voicestream.server.requests`), and the command line prints the message.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
 
-from voicestream.protocol.errors import ErrorCode, SpeechFault
+class EngineError(Exception):
+    """Base of every error the engine raises on purpose."""
 
-
-class EngineError(SpeechFault):
-    """Base of every error the engine raises on purpose; ``code`` is the class's."""
-
-    code: ClassVar[ErrorCode] = ErrorCode.INTERNAL  # type: ignore[misc]
-
-    def __init__(self, message: str, request_id: str | None = None) -> None:
-        super().__init__(type(self).code, message, request_id)
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class InvalidInputError(EngineError):
@@ -25,27 +21,27 @@ class InvalidInputError(EngineError):
 
 
 class EmptyTextError(InvalidInputError):
-    code = ErrorCode.TEXT_REQUIRED
+    """No word to speak."""
 
 
 class TextTooLongError(InvalidInputError):
-    code = ErrorCode.TEXT_TOO_LONG
+    """More characters than the engine takes in one request."""
 
 
 class UnknownVoiceError(InvalidInputError):
-    code = ErrorCode.UNKNOWN_VOICE
+    """A voice (or a voice of a blend) with no pack."""
 
 
 class InvalidSpeedError(InvalidInputError):
-    code = ErrorCode.INVALID_SPEED
+    """A speed outside the catalog's range."""
 
 
 class UnsupportedLanguageError(InvalidInputError):
-    code = ErrorCode.UNSUPPORTED_LANGUAGE
+    """A language the engine does not speak."""
 
 
 class InvalidVoiceBlendError(InvalidInputError):
-    code = ErrorCode.INVALID_VOICE_BLEND
+    """A voice spec that breaks the blend syntax, its weights or its one language."""
 
 
 class WeightsNotFoundError(EngineError):

@@ -46,8 +46,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from voicestream.engine.cache import cache_root
 from voicestream.engine.conv_gemm import convs_as_gemms, exact_on_this_cpu
-from voicestream.engine.weights import cache_root
 
 log = logging.getLogger(__name__)
 

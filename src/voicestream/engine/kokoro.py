@@ -24,9 +24,26 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from voicestream.catalog import (
+    DEFAULT_LANGUAGE,
+    DEFAULT_VOICE,
+    MAX_SPEED,
+    MIN_SPEED,
+    InvalidVoiceBlend,
+    UnsupportedLanguage,
+    VoiceBlend,
+    parse_voice,
+    resolve_language,
+)
 from voicestream.cpus import available_cpus
 from voicestream.engine import memory
-from voicestream.engine.alignment import PieceWords, offset_words, shift_words, time_words
+from voicestream.engine.alignment import (
+    PieceWords,
+    TimedWord,
+    offset_words,
+    shift_words,
+    time_words,
+)
 from voicestream.engine.errors import (
     DeviceUnavailableError,
     EmptyTextError,
@@ -36,7 +53,7 @@ from voicestream.engine.errors import (
     UnknownVoiceError,
     UnsupportedLanguageError,
 )
-from voicestream.engine.graph import ModelGraph, load_graph
+from voicestream.engine.graph import ModelGraph, SplitGraph, load_graph
 from voicestream.engine.phonemes import (
     Phonemizer,
     split_before_break_word,
@@ -56,17 +73,6 @@ from voicestream.engine.vocoder import (
 from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights, variant_for
 from voicestream.engine.words import SentenceWords, WordPlanner
-from voicestream.protocol import (
-    DEFAULT_LANGUAGE,
-    DEFAULT_VOICE,
-    MAX_SPEED,
-    MIN_SPEED,
-    ErrorCode,
-    ProtocolError,
-    WordTiming,
-    parse_voice,
-    resolve_language,
-)
 from voicestream.text import IncrementalSentenceChunker
 from voicestream.text.normalize import normalize_traced
 
@@ -112,7 +118,7 @@ class RenderedPiece:
     first audible part, the last with its last part)."""
 
     audio: np.ndarray
-    words: list[WordTiming]
+    words: list[TimedWord]
     more: bool = False
 
 
@@ -144,13 +150,6 @@ def session_options(threads: int) -> ort.SessionOptions:
     return options
 
 
-def _release_when_freed(replaced: object) -> None:
-    """Once ``replaced`` (a session or a front and vocoder pair a renewal replaced) is freed, the
-    heap is released again: a parked request that was in the middle of a piece may hold it
-    long after the renewal, and when it lets go no model run follows to ask for a release."""
-    weakref.finalize(replaced, memory.IDLE_RELEASE.release_soon)
-
-
 def _on_disk(graph: ModelGraph) -> bool:
     """Whether every model of ``graph`` is a file (the graph cache's), not bytes in memory."""
     models = [graph.model] + ([] if graph.split is None else [graph.split.front, graph.split.vocoder])
@@ -170,6 +169,15 @@ def _providers(device: str) -> list[str]:
             "(install voicestream[cuda] on a machine with an NVIDIA GPU); running on the CPU."
         )
     return ["CPUExecutionProvider"]
+
+
+def _blend(voice: str) -> VoiceBlend:
+    """The voice or blend ``voice`` names (`voicestream.catalog.parse_voice`); raises
+    :class:`InvalidVoiceBlendError`."""
+    try:
+        return parse_voice(voice)
+    except InvalidVoiceBlend as error:
+        raise InvalidVoiceBlendError(str(error)) from None
 
 
 def max_run_threads() -> int:
@@ -202,9 +210,13 @@ class KokoroEngine:
         max_threads: int | None = None,
         pauses: Pauses = DEFAULT_PAUSES,
         first_window_s: float = FIRST_WINDOW_S,
+        idle_release: memory.IdleRelease | None = None,
     ) -> None:
         providers = _providers(device)
         self.files = files
+        self.idle_release = idle_release or memory.IdleRelease()
+        """What counts this engine's model runs, hands the heap back after them and renews its
+        sessions (`voicestream.engine.memory`): the server's, or one of the engine's own."""
         self.pauses = pauses
         self.first_window_s = first_window_s
         """The first vocoder window of a `Piece.windowed` piece (server ``--first-window-ms``;
@@ -244,7 +256,7 @@ class KokoroEngine:
         graph lives in memory only (its bytes are not kept for this) or runs on a GPU."""
         self.renewals = 0
         if self._renewable_graph is not None:
-            memory.IDLE_RELEASE.renew_when_grown(self)
+            self.idle_release.renew_when_grown(self)
 
     def renew_sessions(self, still_quiet: Callable[[], bool]) -> bool:
         """Build each session that had runs at once again from the same graph files, one at a
@@ -272,33 +284,44 @@ class KokoroEngine:
             return False
         with self._split_lock:
             pairs = list(self._split_models.values())
-        return any(map(memory.IDLE_RELEASE.ran_at_once, [*self._sessions.values(), *(s for p in pairs for s in p.sessions)]))
+        return any(map(self.idle_release.ran_at_once, [*self._sessions.values(), *(s for p in pairs for s in p.sessions)]))
 
     def _renew_each(self, graph: ModelGraph, still_quiet: Callable[[], bool]) -> bool:
         for threads, session in list(self._sessions.items()):
-            if not memory.IDLE_RELEASE.ran_at_once(session):
+            if not self.idle_release.ran_at_once(session):
                 continue
             if not still_quiet():
                 return False
             renewed = _session(graph.model, self._providers, threads)
-            _release_when_freed(self._sessions[threads])
+            self._release_when_freed(self._sessions[threads])
             self._sessions[threads] = renewed
         with self._split_lock:
             pairs = list(self._split_models.items())
         for threads, old in pairs:
-            if not any(map(memory.IDLE_RELEASE.ran_at_once, old.sessions)):
+            if not any(map(self.idle_release.ran_at_once, old.sessions)):
                 continue
             if not still_quiet() or graph.split is None:
                 return False
-            pair = SplitModel(
-                _session(graph.split.front, self._providers, threads),
-                _session(graph.split.vocoder, self._providers, threads),
-            )
+            pair = self._split_pair(graph.split, threads)
             with self._split_lock:
-                _release_when_freed(self._split_models[threads])
+                self._release_when_freed(self._split_models[threads])
                 self._split_models[threads] = pair
         self.renewals += 1
         return True
+
+    def _release_when_freed(self, replaced: object) -> None:
+        """Once ``replaced`` (a session or a front and vocoder pair a renewal replaced) is freed,
+        the heap is released again: a parked request that was in the middle of a piece may hold
+        it long after the renewal, and when it lets go no model run follows to ask for a release."""
+        weakref.finalize(replaced, self.idle_release.release_soon)
+
+    def _split_pair(self, split: SplitGraph, threads: int) -> SplitModel:
+        """A front and vocoder pair of ``split`` on ``threads`` threads, counted by this engine's release."""
+        return SplitModel(
+            _session(split.front, self._providers, threads),
+            _session(split.vocoder, self._providers, threads),
+            self.idle_release,
+        )
 
     @classmethod
     def load(
@@ -310,10 +333,12 @@ class KokoroEngine:
         warm_up: bool = True,
         pauses: Pauses = DEFAULT_PAUSES,
         first_window_s: float = FIRST_WINDOW_S,
+        idle_release: memory.IdleRelease | None = None,
     ) -> KokoroEngine:
         """Resolve the weights, build the session and (by default) warm it up once."""
         engine = cls(
-            resolve_weights(model_dir, variant_for(device, variant), progress), device=device, pauses=pauses, first_window_s=first_window_s
+            resolve_weights(model_dir, variant_for(device, variant), progress), device=device, pauses=pauses,
+            first_window_s=first_window_s, idle_release=idle_release,
         )
         if warm_up:
             engine.synthesize("Warm up.", DEFAULT_VOICE if DEFAULT_VOICE in engine.voices else engine.voices[0])
@@ -343,11 +368,12 @@ class KokoroEngine:
 
         Raises :class:`UnsupportedLanguageError` or :class:`InvalidVoiceBlendError`.
         """
+        if language is None:
+            return _blend(voice).language
         try:
-            return resolve_language(language) if language is not None else parse_voice(voice).language
-        except ProtocolError as error:
-            kind = UnsupportedLanguageError if error.code is ErrorCode.UNSUPPORTED_LANGUAGE else InvalidVoiceBlendError
-            raise kind(error.message) from None
+            return resolve_language(language)
+        except UnsupportedLanguage as error:
+            raise UnsupportedLanguageError(str(error)) from None
 
     def check(self, text: str, voice: str, speed: float, language: str | None = None) -> None:
         """Raise the typed error for the first thing wrong with a request, before any work starts."""
@@ -363,7 +389,7 @@ class KokoroEngine:
         """Raise the typed error for a voice, blend, speed or language this engine cannot
         speak: what a stream checks when it opens, before any of its text has come."""
         self.language_for(voice, language)
-        for name in parse_voice(voice).names:
+        for name in _blend(voice).names:
             if name not in self._voices:
                 raise UnknownVoiceError(f"Unknown voice {name!r}. Available voices: {', '.join(self.voices)}.")
         if not MIN_SPEED <= speed <= MAX_SPEED:
@@ -472,7 +498,7 @@ class KokoroEngine:
             return
         key = self._threads_key(threads)
         if not piece.windowed or self._split is None:
-            outputs = memory.run(self._sessions[key], self._outputs, feed)
+            outputs = memory.run(self._sessions[key], self._outputs, feed, self.idle_release)
             durations = np.asarray(outputs[1]).ravel() if len(outputs) > 1 else None
             yield self._fitted(piece, np.asarray(outputs[0], dtype=np.float32).ravel(), durations)
             return
@@ -490,10 +516,7 @@ class KokoroEngine:
             raise ValueError("this model's graph has no vocoder cut; its pieces run whole")
         with self._split_lock:
             if threads not in self._split_models:
-                self._split_models[threads] = SplitModel(
-                    _session(self._split.front, self._providers, threads),
-                    _session(self._split.vocoder, self._providers, threads),
-                )
+                self._split_models[threads] = self._split_pair(self._split, threads)
             return self._split_models[threads]
 
     def _fitted(self, piece: Piece, audio: np.ndarray, durations: np.ndarray | None) -> RenderedPiece:
@@ -528,7 +551,7 @@ class KokoroEngine:
             audio = fit.push(window, speech_follows=not last)
             if not audio.size:
                 continue
-            words: list[WordTiming] = []
+            words: list[TimedWord] = []
             if sent == 0 and early:
                 trim = fit.head
                 assert trim is not None  # audio went out: the head is known

@@ -30,7 +30,6 @@ import ctypes
 import functools
 import itertools
 import logging
-import os
 import threading
 import time
 import weakref
@@ -43,11 +42,11 @@ if TYPE_CHECKING:
     import numpy as np
     import onnxruntime as ort
 
-RELEASE_AFTER_ENV = "VOICESTREAM_RELEASE_AFTER_S"
 DEFAULT_RELEASE_AFTER_S = 1.0
-"""Seconds without a model run before the heap is handed back (``VOICESTREAM_RELEASE_AFTER_S``;
-0 never hands it back). Longer than the gap between one request's pieces, so that a stream
-of speech never waits for a release nor faults its pages in again."""
+"""Seconds without a model run before the heap is handed back (the server's
+``VOICESTREAM_RELEASE_AFTER_S``; 0 never hands it back). Longer than the gap between one
+request's pieces, so that a stream of speech never waits for a release nor faults its pages
+in again."""
 
 
 @functools.cache
@@ -78,11 +77,10 @@ def anonymous_resident_bytes() -> int | None:
         return None
 
 
-RENEW_ABOVE_ENV = "VOICESTREAM_RENEW_ABOVE"
 DEFAULT_RENEW_ABOVE = 1.1
 """Sessions are built again when the anonymous resident set after a release is more than this
 many times the lowest seen after a release (and a session had runs at once since it was built);
-``VOICESTREAM_RENEW_ABOVE``, 0 never renews. A renewal costs CPU, so it waits for growth worth
+the server's ``VOICESTREAM_RENEW_ABOVE``, 0 never renews. A renewal costs CPU, so it waits for growth worth
 giving back."""
 RENEW_AFTER_S = 30.0
 """Seconds without a model run before a renewal that is due: a release comes after one second,
@@ -127,9 +125,11 @@ def new_run_options() -> ort.RunOptions:
 
 
 class IdleRelease:
-    """Counts the model runs going on in this process (malloc's heap is the process's, whichever
-    engine runs) and calls `release_heap` once none has started or ended for ``after_s``:
-    once per quiet spell, from one daemon thread started with the first run.
+    """Counts the model runs of the engines given it and calls `release_heap` once none has
+    started or ended for ``after_s``: once per quiet spell, from one daemon thread started with
+    the first run. malloc's heap is the process's, whichever engine runs, so a process wants
+    one: the server makes it from its settings and hands it to the engine it loads; an engine
+    made without one makes its own, with the defaults.
 
     After a release it renews, in the registered engines, the sessions that had runs at once
     since they were built (what a session keeps grows with them), when the anonymous resident
@@ -137,7 +137,12 @@ class IdleRelease:
     ``renew_after_s`` without a run first, so a server between two bursts does not spend the
     CPU."""
 
-    def __init__(self, after_s: float, renew_above: float = DEFAULT_RENEW_ABOVE, renew_after_s: float = RENEW_AFTER_S) -> None:
+    def __init__(
+        self,
+        after_s: float = DEFAULT_RELEASE_AFTER_S,
+        renew_above: float = DEFAULT_RENEW_ABOVE,
+        renew_after_s: float = RENEW_AFTER_S,
+    ) -> None:
         self.after_s = after_s
         self.releases = 0
         """Times the heap was handed back (a test waits on it)."""
@@ -280,29 +285,6 @@ class IdleRelease:
         return not self._changed.wait_for(lambda: self._events != seen, timeout=seconds)
 
 
-def _configured(name: str, default: float, unit: str) -> float:
-    """A non-negative number from the environment variable ``name``; a value that is not a
-    number is logged once and ``default`` used (the engine is imported at start: a typo must
-    not stop the server)."""
-    configured = os.environ.get(name)
-    if not configured:
-        return default
-    try:
-        return max(0.0, float(configured))
-    except ValueError:
-        logging.getLogger(__name__).warning("%s=%r is not a %s; using %g", name, configured, unit, default)
-        return default
-
-
-def _release_after_s() -> float:
-    """``VOICESTREAM_RELEASE_AFTER_S``."""
-    return _configured(RELEASE_AFTER_ENV, DEFAULT_RELEASE_AFTER_S, "number of seconds")
-
-
-IDLE_RELEASE = IdleRelease(_release_after_s(), _configured(RENEW_ABOVE_ENV, DEFAULT_RENEW_ABOVE, "ratio"))
-"""The process's one idle release: every engine's runs are counted by it."""
-
-
 MAX_INTERRUPTIONS = 4
 """How often one model run may be stopped for a more urgent one (`voicestream.cpus.CpuUse.interruptible`)
 before it is made without stopping: each stop throws its work away."""
@@ -361,8 +343,10 @@ def stopping(stop: RunStop) -> Iterator[None]:
         del _thread_stop.stop
 
 
-def run(session: ort.InferenceSession, outputs: Sequence[str] | None, feed: dict[str, np.ndarray]) -> list:
-    """One model run, with ONNX Runtime's arena shrunk after it, counted by `IDLE_RELEASE`.
+def run(
+    session: ort.InferenceSession, outputs: Sequence[str] | None, feed: dict[str, np.ndarray], release: IdleRelease
+) -> list:
+    """One model run, with ONNX Runtime's arena shrunk after it, counted by ``release``.
 
     Inside a ranked run or a claim below first words (`voicestream.cpus.CpuUse.interruptible`)
     the run first waits while another listener's first words go (`CpuUse.wait_turn`), and
@@ -376,14 +360,14 @@ def run(session: ort.InferenceSession, outputs: Sequence[str] | None, feed: dict
             CPU_USE.wait_turn(stopped=attempt > 0)  # bounded: the last attempt waits too, then goes
         interruptible = stoppable_here and attempt < MAX_INTERRUPTIONS
         if not interruptible and stop is None:
-            with IDLE_RELEASE.running(session):
+            with release.running(session):
                 return session.run(outputs, feed, _shrinking_run_options())
         options = new_run_options()  # its own: its terminate stops this run alone
         try:
             with (
                 CPU_USE.interruptible(options) if interruptible else contextlib.nullcontext(),
                 stop.covering(options) if stop is not None else contextlib.nullcontext(),
-                IDLE_RELEASE.running(session),
+                release.running(session),
             ):
                 return session.run(outputs, feed, options)
         except RunStopped:

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from functools import cached_property
 
-from voicestream.protocol import DEFAULT_LANGUAGE, LANGUAGES
+from voicestream.catalog import DEFAULT_LANGUAGE, LANGUAGES
 from voicestream.text.schedule import BREAK_WORDS
 
 MAX_PHONEMES = 510

@@ -112,11 +112,13 @@ def plan_windows(start: int, stop: int, first_frames: int, seams: Sequence[int] 
 
 
 class SplitModel:
-    """The front and the vocoder as two ONNX Runtime sessions of one thread count."""
+    """The front and the vocoder as two ONNX Runtime sessions of one thread count, their runs
+    counted by their engine's idle release."""
 
-    def __init__(self, front: ort.InferenceSession, vocoder: ort.InferenceSession) -> None:
+    def __init__(self, front: ort.InferenceSession, vocoder: ort.InferenceSession, release: memory.IdleRelease) -> None:
         self._front = front
         self._vocoder = vocoder
+        self._release = release
         self._front_outputs = [output.name for output in front.get_outputs()]
 
     @property
@@ -125,7 +127,7 @@ class SplitModel:
         return self._front, self._vocoder
 
     def front(self, feed: dict[str, np.ndarray]) -> Front:
-        values = dict(zip(self._front_outputs, memory.run(self._front, self._front_outputs, feed), strict=True))
+        values = dict(zip(self._front_outputs, memory.run(self._front, self._front_outputs, feed, self._release), strict=True))
         durations = next(value for name, value in values.items() if name not in (VOCODER_FEATURES, VOCODER_STYLE, VOCODER_SOURCE))
         return Front(values[VOCODER_FEATURES], values[VOCODER_STYLE], values[VOCODER_SOURCE], np.asarray(durations).ravel())
 
@@ -189,7 +191,7 @@ class SplitModel:
             axis=2,
         )
         feed = {VOCODER_FEATURES: features, VOCODER_STYLE: front.style, VOCODER_SOURCE: source}
-        return np.asarray(memory.run(self._vocoder, None, feed)[0], dtype=np.float32).ravel()
+        return np.asarray(memory.run(self._vocoder, None, feed, self._release)[0], dtype=np.float32).ravel()
 
 
 def _silence_beside(frames: int, edges: tuple[int, int], low: int, high: int) -> tuple[int, int]:

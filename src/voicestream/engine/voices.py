@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from voicestream.protocol import VoiceBlend, parse_voice
+from voicestream.catalog import VoiceBlend, parse_voice
 
 STYLE_ROWS = 510
 STYLE_DIM = 256

@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from voicestream.engine.cache import cache_root
+from voicestream.engine.derive import derive_model
 from voicestream.engine.errors import WeightsNotFoundError
 
 logger = logging.getLogger(__name__)
@@ -74,14 +76,6 @@ class ModelFiles:
 
     def voice_names(self) -> list[str]:
         return sorted(p.stem for p in self.voices_dir.glob("*.bin"))
-
-
-def cache_root() -> Path:
-    """The voicestream cache: ``VOICESTREAM_CACHE``, else ``$XDG_CACHE_HOME/voicestream``."""
-    if explicit := os.environ.get("VOICESTREAM_CACHE"):
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "voicestream"
 
 
 def cache_dir(variant: str) -> Path:
@@ -361,8 +355,6 @@ def _link_voices(source: Path, target: Path) -> None:
 def derive_weights(variant: str, progress: Progress | None = None) -> ModelFiles:
     """Derive ``variant`` (fp32, or fp16 by way of fp32) from the offline bundle's int8
     model into the cache, replacing what is there; its marker records the new file."""
-    from voicestream.engine.derive import derive_model
-
     if variant not in DERIVED_FROM:
         raise WeightsNotFoundError(f"Only {', '.join(DERIVED_FROM)} can be derived, not {variant!r}.")
     base = DERIVED_FROM[variant]

@@ -1,6 +1,16 @@
 """The wire protocol of PROTOCOL.md as pure data: message models, parsers, control-frame
 detection and Server-Sent Events. Nothing here does I/O."""
 
+from voicestream.catalog import (
+    DEFAULT_LANGUAGE,
+    LANGUAGES,
+    Language,
+    VoiceBlend,
+    VoiceInfo,
+    describe_voice,
+    voice_catalog,
+    voice_language,
+)
 from voicestream.protocol.errors import (
     ErrorCode,
     ProtocolError,
@@ -72,18 +82,7 @@ from voicestream.protocol.messages import (
     parse_server_frame,
 )
 from voicestream.protocol.sse import SSEDecoder, SSEEvent, encode_sse
-from voicestream.protocol.voices import (
-    DEFAULT_LANGUAGE,
-    LANGUAGES,
-    Language,
-    VoiceBlend,
-    VoiceInfo,
-    describe_voice,
-    parse_voice,
-    resolve_language,
-    voice_catalog,
-    voice_language,
-)
+from voicestream.protocol.voices import parse_voice, resolve_language
 
 __all__ = [
     "AGENT_MODES",

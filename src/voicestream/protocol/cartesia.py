@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
+from voicestream.catalog import voice_language
 from voicestream.protocol.errors import ErrorCode, ProtocolError
 from voicestream.protocol.messages import (
     DEFAULT_SAMPLE_RATE,
@@ -25,7 +26,6 @@ from voicestream.protocol.messages import (
     SampleRate,
     WireModel,
 )
-from voicestream.protocol.voices import voice_language
 
 RAW_ENCODINGS: Mapping[str, str | None] = {"pcm_s16le": "pcm16", "pcm_mulaw": "mulaw", "pcm_f32le": None}
 """Cartesia's raw encodings and the session protocol's format of each (``pcm_f32le`` has

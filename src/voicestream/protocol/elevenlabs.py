@@ -18,15 +18,15 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails
 
+from voicestream.catalog import voice_language
 from voicestream.protocol.errors import ErrorCode, ProtocolError
-from voicestream.protocol.messages import SAMPLE_RATES, InboundMessage, WireModel, WordTiming
-from voicestream.protocol.voices import voice_language
+from voicestream.protocol.messages import SAMPLE_RATES, InboundMessage, WireModel
 
 DEFAULT_OUTPUT_FORMAT = "mp3_44100_128"
 """ElevenLabs' default ``output_format``."""
@@ -90,7 +90,19 @@ class CharTimes:
     durations_ms: tuple[int, ...]
 
 
-def char_alignment(words: Sequence[WordTiming], start_s: float, end_s: float) -> CharTimes:
+class SpokenWord(Protocol):
+    """A word and when it is spoken: the protocol's `WordTiming`, or the engine's words as the
+    server hands them to a face."""
+
+    @property
+    def word(self) -> str: ...
+    @property
+    def start_s(self) -> float: ...
+    @property
+    def end_s(self) -> float: ...
+
+
+def char_alignment(words: Sequence[SpokenWord], start_s: float, end_s: float) -> CharTimes:
     """The characters of ``words`` (timed in seconds on any clock) spoken within the audio
     from ``start_s`` to ``end_s`` of that clock, timed from ``start_s``.
 

@@ -1,7 +1,7 @@
 """Error codes of the wire protocol and the one exception root that carries one.
 
 `SpeechFault` is what every layer below the faces raises on purpose (the protocol's parsers,
-the engine's input checks, the server's refusals and failures): a code of `ErrorCode`, a
+the server's refusals, which carry the engine's, and failures): a code of `ErrorCode`, a
 message written for people and safe to send back, and the request it concerns when known.
 Each face maps a fault once, to its own shape (`messages.fault_frame` for the session's and
 the SSE routes' `error`, `http_status` for an HTTP answer, Cartesia's and Wyoming's own).
@@ -76,8 +76,8 @@ class SpeechFault(Exception):
     """The root of every error raised on purpose below the faces: a protocol ``code``, a
     ``message`` for people (safe to send back) and the ``request_id`` it concerns, if known.
 
-    Subclasses say where it came from (`ProtocolError`, the engine's `EngineError`, the
-    server's `RequestRejected` and `JobFailed`); a face catches this one class and maps it
+    Subclasses say where it came from (`ProtocolError`, the server's `RequestRejected`, which
+    carries the engine's refusals too, and `JobFailed`); a face catches this one class and maps it
     with `fault_frame` or `http_status`. Any cause has been logged already, once.
     """
 

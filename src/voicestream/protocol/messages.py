@@ -28,9 +28,10 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from voicestream.catalog import DEFAULT_VOICE, LANGUAGES, MAX_SPEED, MIN_SPEED
 from voicestream.protocol._json import loads_strict
 from voicestream.protocol.errors import ErrorCode, ProtocolError, SpeechFault
-from voicestream.protocol.voices import LANGUAGES, resolve_language
+from voicestream.protocol.voices import resolve_language
 
 AudioFormat = Literal["pcm16", "wav", "mp3", "aac", "opus", "flac", "mulaw"]
 AUDIO_FORMATS: tuple[str, ...] = get_args(AudioFormat)
@@ -53,10 +54,7 @@ MAX_SPOKEN_AUDIO_BYTES = 8 * 1024 * 1024
 48 kHz 16-bit WAV."""
 _MAX_SPOKEN_AUDIO_BASE64 = -(-MAX_SPOKEN_AUDIO_BYTES // 3) * 4
 
-DEFAULT_VOICE = "af_heart"
 DEFAULT_SAMPLE_RATE = 24000
-MIN_SPEED = 0.5
-MAX_SPEED = 2.0
 MAX_REQUEST_ID_LENGTH = 256
 
 OPENAI_VOICE_MAP: Mapping[str, str] = {
@@ -428,6 +426,10 @@ class WordTiming(WireModel):
     ``start_char`` and ``end_char`` (*extension*) are the word's offsets in the text as
     sent, in Unicode code points, end exclusive: ``text[start_char:end_char]`` is the word,
     or holds it with the markers it was written with ("**bold**")."""
+
+    model_config = ConfigDict(from_attributes=True)
+    """Any object with these fields validates as one (the server's words are the engine's own
+    dataclass): a face builds its frames from the words it is handed, converting nothing."""
 
     word: str
     start_s: float

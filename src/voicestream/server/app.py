@@ -22,6 +22,7 @@ from starlette.websockets import WebSocket
 
 from voicestream.access import AccessPolicy, accepted_subprotocol, protect
 from voicestream.engine import KokoroEngine
+from voicestream.engine.memory import IdleRelease
 from voicestream.protocol import ErrorCode, ErrorFrame
 from voicestream.server.captioned import captioned_speech
 from voicestream.server.cartesia import tts_bytes, tts_sse, tts_websocket
@@ -158,6 +159,7 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
             loaded = engine or await asyncio.to_thread(
                 KokoroEngine.load, settings.model_dir, settings.device, settings.variant, pauses=settings.pauses,
                 first_window_s=settings.first_window_s,
+                idle_release=IdleRelease(settings.release_after_s, settings.renew_above),
             )
         except Exception as error:
             state.failure = str(error)

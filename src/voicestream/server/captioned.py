@@ -24,7 +24,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from voicestream.audio import StreamEncoder, finalize_wav
-from voicestream.protocol import SpeechFault, WordTiming, parse_captioned_request
+from voicestream.engine.alignment import TimedWord
+from voicestream.protocol import SpeechFault, parse_captioned_request
 from voicestream.server.http import (
     answer_whole,
     fault_response,
@@ -35,12 +36,12 @@ from voicestream.server.http import (
 from voicestream.server.requests import AudioStream, SpeechService, SynthesisFailed
 
 
-def kokoro_timestamps(words: Sequence[WordTiming]) -> list[dict[str, object]]:
+def kokoro_timestamps(words: Sequence[TimedWord]) -> list[dict[str, object]]:
     """Word times as Kokoro-FastAPI names them."""
     return [{"word": w.word, "start_time": round(w.start_s, 3), "end_time": round(w.end_s, 3)} for w in words]
 
 
-def _answer(audio: bytes, encoder: StreamEncoder, words: Sequence[WordTiming] | None) -> dict[str, object]:
+def _answer(audio: bytes, encoder: StreamEncoder, words: Sequence[TimedWord] | None) -> dict[str, object]:
     answer: dict[str, object] = {"audio": base64.b64encode(audio).decode("ascii"), "audio_format": encoder.content_type}
     if words is not None:
         answer["timestamps"] = kokoro_timestamps(words)

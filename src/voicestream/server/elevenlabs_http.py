@@ -29,7 +29,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from voicestream.audio import finalize_wav
-from voicestream.protocol import ErrorCode, SpeechFault, WordTiming, load_json_object
+from voicestream.engine.alignment import TimedWord
+from voicestream.protocol import ErrorCode, SpeechFault, load_json_object
 from voicestream.protocol.elevenlabs import (
     DEFAULT_OUTPUT_FORMAT,
     HttpAlignment,
@@ -81,10 +82,10 @@ async def _answer(request: Request, timed: bool, whole: bool) -> Response:
     return stream_response(service, stream, audio_body(stream), stream.encoder.content_type)
 
 
-async def _collect(stream: AudioStream) -> tuple[bytes, list[WordTiming]]:
+async def _collect(stream: AudioStream) -> tuple[bytes, list[TimedWord]]:
     """All the audio and all the words of a request (a failure raises its `SynthesisFailed`)."""
     data = bytearray()
-    words: list[WordTiming] = []
+    words: list[TimedWord] = []
     async with contextlib.aclosing(stream.chunks()) as chunks:
         async for chunk in chunks:
             data += chunk.data

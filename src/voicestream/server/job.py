@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from voicestream.audio import StreamEncoder
-from voicestream.protocol import DEFAULT_LANGUAGE, SpeechFault, WordTiming
+from voicestream.engine.alignment import TimedWord
+from voicestream.protocol import DEFAULT_LANGUAGE, SpeechFault
 
 
 class JobState(Enum):
@@ -100,7 +101,7 @@ class RenderedChunk:
 
     data: bytes
     seconds: float
-    words: tuple[WordTiming, ...] = ()
+    words: tuple[TimedWord, ...] = ()
 
 
 class SynthesisJob:

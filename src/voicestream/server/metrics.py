@@ -5,8 +5,6 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from voicestream.engine import memory
-
 _LATENCY_BUCKETS = (0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 _RTF_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0)
 
@@ -92,13 +90,11 @@ class ServerMetrics:
             "1 once no model run has gone for the idle release's spell and the heap was handed back "
             "(and the sessions renewed, if memory had grown); 0 until then.", registry=self.registry,
         )
-        self.memory_settled.set_function(lambda: float(memory.IDLE_RELEASE.settled))
         self.session_renewals = Gauge(
             "voicestream_session_renewals",
             "Times the model's sessions were built again in a quiet spell to give back the memory "
-            "runs at once had kept in them, since the process started.", registry=self.registry,
+            "runs at once had kept in them, since the model was loaded.", registry=self.registry,
         )
-        self.session_renewals.set_function(lambda: float(memory.IDLE_RELEASE.renewals))
         self.errors = Counter(
             "voicestream_errors_total", "Error answers, by protocol code.", ["code"], registry=self.registry
         )

@@ -9,13 +9,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from voicestream.audio import AudioError, StreamEncoder, create_encoder
 from voicestream.cpus import CPU_USE
-from voicestream.engine import InvalidInputError, KokoroEngine
+from voicestream.engine import (
+    EmptyTextError,
+    InvalidInputError,
+    InvalidSpeedError,
+    InvalidVoiceBlendError,
+    KokoroEngine,
+    TextTooLongError,
+    UnknownVoiceError,
+    UnsupportedLanguageError,
+)
 from voicestream.protocol import (
     ErrorCode,
     SpeechFault,
@@ -46,6 +55,21 @@ __all__ = [
 SynthesisFailed = JobFailed
 """The request ended without all its audio: the scheduler's `JobFailed` under the name the
 routes have used (a `SpeechFault`, like every error raised here)."""
+
+ENGINE_REFUSALS: Mapping[type[InvalidInputError], ErrorCode] = {
+    EmptyTextError: ErrorCode.TEXT_REQUIRED,
+    TextTooLongError: ErrorCode.TEXT_TOO_LONG,
+    UnknownVoiceError: ErrorCode.UNKNOWN_VOICE,
+    InvalidSpeedError: ErrorCode.INVALID_SPEED,
+    UnsupportedLanguageError: ErrorCode.UNSUPPORTED_LANGUAGE,
+    InvalidVoiceBlendError: ErrorCode.INVALID_VOICE_BLEND,
+}
+"""The protocol's code for each refusal of the engine's checks (the engine knows no wire)."""
+
+
+def refused(error: InvalidInputError) -> RequestRejected:
+    """The engine's refusal of a request as this server answers it: its code, the engine's message."""
+    return RequestRejected(ENGINE_REFUSALS[type(error)], error.message)
 
 
 @dataclass(frozen=True)
@@ -148,6 +172,8 @@ class SpeechService:
         metrics.buffered_bytes.set_function(lambda: self.scheduler.held_bytes)
         metrics.peak_listener_bytes.set_function(lambda: self.scheduler.peak_listener_bytes)
         metrics.rendering_pieces.set_function(lambda: self.scheduler.rendering)
+        metrics.memory_settled.set_function(lambda: float(engine.idle_release.settled))
+        metrics.session_renewals.set_function(lambda: float(engine.idle_release.renewals))
         metrics.moved_pieces.set_function(lambda: self.scheduler.moved_pieces)
         metrics.stopped_runs.set_function(lambda: self.scheduler.stopped_runs)
         metrics.interrupted_runs.set_function(lambda: CPU_USE.interrupted)
@@ -188,7 +214,7 @@ class SpeechService:
             self.engine.check(text, voice, speed, language)
             return self.engine.language_for(voice, language)
         except InvalidInputError as error:
-            raise RequestRejected(error.code, error.message) from None
+            raise refused(error) from None
 
     def check_voice(self, voice: str, speed: float, language: str | None = None) -> None:
         """Raise :class:`RequestRejected` for a voice, speed or language the engine cannot
@@ -196,7 +222,7 @@ class SpeechService:
         try:
             self.engine.check_voice(voice, speed, language)
         except InvalidInputError as error:
-            raise RequestRejected(error.code, error.message) from None
+            raise refused(error) from None
 
     def start(
         self, text: str, voice: str, speed: float, listener: Listener, request_id: str, route: str,

@@ -82,10 +82,10 @@ import numpy as np
 
 from voicestream.cpus import CPU_USE, FIRST_WORDS, RAN_DRY
 from voicestream.engine import KokoroEngine, Piece, RenderedPiece
-from voicestream.engine.alignment import offset_words
+from voicestream.engine.alignment import TimedWord, offset_words
 from voicestream.engine.memory import RunStop, RunStopped, stopping
 from voicestream.engine.phonemes import MAX_PHONEMES
-from voicestream.protocol import ErrorCode, WordTiming
+from voicestream.protocol import ErrorCode
 from voicestream.server.job import (
     JobFailed,
     JobState,
@@ -697,7 +697,7 @@ class _Part:
     data: bytes
     seconds: float
     last: bool
-    words: list[WordTiming]
+    words: list[TimedWord]
     phonemes: int
 
 

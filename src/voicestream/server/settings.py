@@ -5,16 +5,36 @@ The defaults of the limits are `voicestream.limits`' (the scheduler's `Budgets` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import os
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from voicestream import limits
+from voicestream.engine.memory import DEFAULT_RELEASE_AFTER_S, DEFAULT_RENEW_ABOVE
 from voicestream.engine.silence import DEFAULT_PAUSES, Pauses
 from voicestream.engine.vocoder import FIRST_WINDOW_S
 
 DEFAULT_HOST = limits.HOST
 """Outside a container the server is reachable from this machine only; the container
 entrypoint passes 0.0.0.0 explicitly."""
+
+RELEASE_AFTER_ENV = "VOICESTREAM_RELEASE_AFTER_S"
+RENEW_ABOVE_ENV = "VOICESTREAM_RENEW_ABOVE"
+
+
+def _configured(name: str, default: float, unit: str) -> float:
+    """A non-negative number from the environment variable ``name``; a value that is not a
+    number is logged and ``default`` used (a typo must not stop the server)."""
+    value = os.environ.get(name)
+    if not value:
+        return default
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        logging.getLogger(__name__).warning("%s=%r is not a %s; using %g", name, value, unit, default)
+        return default
 
 
 @dataclass(frozen=True)
@@ -28,6 +48,17 @@ class ServerSettings:
     """The silence before a request's first sound and between sentences (``--leading-silence-ms``,
     ``--sentence-pause-ms``); the model's own padding is cut to these. They reach the engine
     this server loads; a server given a loaded engine (tests, benches) keeps that engine's."""
+    release_after_s: float = field(
+        default_factory=partial(_configured, RELEASE_AFTER_ENV, DEFAULT_RELEASE_AFTER_S, "number of seconds")
+    )
+    """Seconds without a model run before the engine hands malloc's free memory back to the
+    system (``VOICESTREAM_RELEASE_AFTER_S``, 1 by default; 0 never): the idle release this
+    server makes for the engine it loads (`voicestream.engine.memory.IdleRelease`)."""
+    renew_above: float = field(default_factory=partial(_configured, RENEW_ABOVE_ENV, DEFAULT_RENEW_ABOVE, "ratio"))
+    """The growth of the heap over its lowest after which a quiet spell builds again the model
+    sessions that had runs at once (``VOICESTREAM_RENEW_ABOVE``, 1.1 by default; 0 never).
+    Like the release's spell, it reaches the engine this server loads; a server given a loaded
+    engine keeps that engine's release."""
     first_window_s: float = FIRST_WINDOW_S
     """The first vocoder window of a piece whose listener would otherwise wait for it (a silent
     listener's first piece, or one due after its listener's audio runs out; ``--first-window-ms``,

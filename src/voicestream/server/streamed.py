@@ -27,8 +27,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from voicestream.audio import StreamEncoder
-from voicestream.engine.alignment import offset_chars
-from voicestream.protocol import ErrorCode, WordTiming
+from voicestream.engine.alignment import TimedWord, offset_chars
+from voicestream.protocol import ErrorCode
 from voicestream.server.job import Listener, SynthesisJob
 from voicestream.server.requests import AudioStream, RequestRejected, SpeechService
 from voicestream.text import STREAMED, ChunkSchedule, IncrementalSentenceChunker
@@ -81,7 +81,7 @@ class Spoken:
     start: int = 0
     """Where ``text`` starts in the utterance's text as fed (a `say` text: in itself)."""
 
-    def located(self, words: Sequence[WordTiming]) -> list[WordTiming]:
+    def located(self, words: Sequence[TimedWord]) -> list[TimedWord]:
         """The chunk's words with their offsets in the utterance's text, not the chunk's."""
         return offset_chars(words, self.start)
 

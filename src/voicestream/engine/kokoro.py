@@ -72,7 +72,7 @@ from voicestream.engine.vocoder import (
 )
 from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights, variant_for
-from voicestream.engine.words import SentenceWords, WordPlanner
+from voicestream.engine.words import SentenceWordPlan, WordPlanner
 from voicestream.text import IncrementalSentenceChunker
 from voicestream.text.normalize import normalize_traced
 
@@ -419,7 +419,7 @@ class KokoroEngine:
             phonemes = self._phonemizer.phonemize(sentence, language)
             batches = split_phonemes(phonemes)
             # each piece's phonemes, the phonemes they are a run of, and those phonemes' words
-            pieces: list[tuple[str, str, SentenceWords | None]] | None = None
+            pieces: list[tuple[str, str, SentenceWordPlan | None]] | None = None
             if cut_first_clause and s_index == 0 and batches:  # first audio waits for this piece only
                 batches = [*split_first_clause(batches[0]), *batches[1:]]
                 halves = split_before_break_word(sentence) if len(batches) == 1 else []

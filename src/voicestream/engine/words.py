@@ -17,7 +17,7 @@ from voicestream.text.spans import UNSPACED_LANGUAGES, Span, TracedText, token_s
 
 
 @dataclass(frozen=True)
-class SentenceWords:
+class SentenceWordPlan:
     """A sentence's written words, their offsets in the text as sent, and per symbol of
     its phonemes, the word's index."""
 
@@ -69,14 +69,14 @@ class WordPlanner:
             tokens, cursor = _located_tokens(spoken, sentence, language, cursor)
             self._tokens.append(tokens)
 
-    def sentence(self, index: int, phonemes: str, tokens: slice = slice(None)) -> SentenceWords:
+    def sentence(self, index: int, phonemes: str, tokens: slice = slice(None)) -> SentenceWordPlan:
         """The words of sentence ``index`` (its tokens ``tokens``, all by default), phonemized as ``phonemes``."""
         units = _units(self._sentences[index], self._tokens[index], tokens, self._language)
         spoken = self._phonemizer.phonemize_words([text for text, _ in units], self._language)
         labels = label_phonemes(phonemes, spoken)
         written = tuple("".join(self._source[a:b] for a, b in runs) for _, runs in units)
         spans = tuple((min(a for a, _ in runs), max(b for _, b in runs)) for _, runs in units)
-        return SentenceWords(written, spans, tuple(labels))
+        return SentenceWordPlan(written, spans, tuple(labels))
 
 
 def _located_tokens(spoken: TracedText, sentence: str, language: str, cursor: int) -> tuple[list[_Token], int]:

@@ -106,7 +106,7 @@ SpokenText = Annotated[str, Field(strict=True), AfterValidator(_not_blank)]
 LanguageCode = Annotated[str, Field(strict=True), AfterValidator(_supported_language)]
 """A language code of `LANGUAGES` (short forms such as `fr` accepted), normalized."""
 RequestId = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_REQUEST_ID_LENGTH)]
-Voice = Annotated[str, Field(strict=True)]
+VoiceName = Annotated[str, Field(strict=True)]
 Speed = Annotated[float, Field(strict=True, ge=MIN_SPEED, le=MAX_SPEED)]
 EpochSeconds = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
@@ -209,7 +209,7 @@ class SynthesizeRequest(InboundMessage):
     type: Literal["synthesize"] = "synthesize"
     text: SpokenText
     request_id: RequestId | None = None
-    voice: Voice = DEFAULT_VOICE
+    voice: VoiceName = DEFAULT_VOICE
     speed: Speed = 1.0
     lang: LanguageCode | None = None
     format: AudioFormat = "pcm16"
@@ -294,7 +294,7 @@ class PostSynthesisRequest(InboundMessage):
 
     text: SpokenText
     request_id: RequestId | None = None
-    voice: Voice = DEFAULT_VOICE
+    voice: VoiceName = DEFAULT_VOICE
     speed: Speed = 1.0
     lang: LanguageCode | None = None
     format: AudioFormat = "wav"
@@ -315,7 +315,7 @@ class OpenAISpeechRequest(InboundMessage):
 
     model: Annotated[str, Field(strict=True)] = "kokoro"
     input: SpokenText
-    voice: Voice = DEFAULT_VOICE
+    voice: VoiceName = DEFAULT_VOICE
     response_format: OpenAIFormat = "mp3"
     speed: Speed = 1.0
     lang: LanguageCode | None = None
@@ -472,7 +472,7 @@ class AgentRequest(InboundMessage):
 
     prompt: SpokenText
     mode: AgentMode = "bidi"
-    voice: Voice = DEFAULT_VOICE
+    voice: VoiceName = DEFAULT_VOICE
     speed: Speed = 1.0
     lang: LanguageCode | None = None
     interrupted: Interruption | None = None
@@ -488,7 +488,7 @@ class AgentAudioRequest(InboundMessage):
     audio: Annotated[str, Field(strict=True, min_length=1, max_length=_MAX_SPOKEN_AUDIO_BASE64)]
     audio_format: SpokenAudioFormat
     mode: AgentMode = "bidi"
-    voice: Voice = DEFAULT_VOICE
+    voice: VoiceName = DEFAULT_VOICE
     speed: Speed = 1.0
     lang: LanguageCode | None = None
     interrupted: Interruption | None = None

@@ -233,8 +233,8 @@ async def test_a_playing_listeners_piece_is_windowed_whatever_its_slack(
     """A listener 30 s from the end of its audio (so not silent: no first-clause cut, no
     windows from the plan). A piece its one thread would not render in time is urgent and
     claims every core, as a silent listener's does (on one ranked thread, a second sentence
-    rendered slower than it played beside its own listener's render ahead: stop 45 in
-    docs/BENCHMARKS.md); one with slack in hand yields on one thread. Both go window by window
+    rendered slower than it played beside its own listener's render ahead: "How several
+    listeners are scheduled" in docs/BENCHMARKS.md); one with slack in hand yields on one thread. Both go window by window
     (several chunks), so that an urgent one's first part comes before the listener runs dry
     and a yielding one can move up at a part. The pace (seconds a phoneme) is set, not
     measured, and 30 s is far from any render time: nothing here races the machine."""

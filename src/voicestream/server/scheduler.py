@@ -130,12 +130,11 @@ class RenderFailed(JobFailed):
 
 YIELDING_RANK = 2
 """The rank of a yielding run's parts (`CpuUse.ranked`): each waits while urgent work goes.
-Urgent runs claim cores instead (`CpuUse.claim_urgent`); until stop 45 a playing listener's
-urgent run had one thread at rank 1, so its own listener's render ahead took the other core
-beside it after a second's wait, and a second sentence rendered slower than it played
-(docs/BENCHMARKS.md, "Stop 45"). Nice values were tried instead of ranks (+15, +19): a run
-reniced beside other processes' work starved (a clean clone beside another suite: 5
-failures, docs/BENCHMARKS.md)."""
+Urgent runs claim cores instead (`CpuUse.claim_urgent`): with one thread at rank 1, a playing
+listener's own render ahead took the other core beside it after a second's wait, and a second
+sentence rendered slower than it played (docs/BENCHMARKS.md, "How several listeners are
+scheduled"). Nice values were tried instead of ranks (+15, +19): a run reniced beside other
+processes' work starved (a clean clone beside another suite: 5 failures)."""
 URGENT_SPARE = 1
 """Urgent workers beyond ``workers``, kept for a listener that outranks a running urgent run
 (`Snapshot.urgent_spare`): a new request's first words start at once beside monologues

@@ -1,5 +1,5 @@
 """One edge for every persistent face (issue 27): the session, Cartesia's socket and Wyoming
-share the send timeout, the idle clock and the drain of `voicestream.server.connection`.
+share the send timeout, the idle clock and the drain of `voicestream.edge.connection`.
 
 One real server for the module, in process on the session's replaying engine (its pieces
 rendered once by the real model, then given again: these tests check the edge around the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from voicestream.server.connection import Connection, ConnectionState
+from voicestream.edge.connection import Connection, ConnectionState
 
 
 async def test_a_connection_closes_once_and_never_opens_again() -> None:

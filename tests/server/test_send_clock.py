@@ -29,15 +29,15 @@ from tests.server.wire import connect_non_reader
 from websockets.asyncio.client import connect
 
 from voicestream.asgi import WebSocketsWithTransport, free_port, serving
-from voicestream.engine import KokoroEngine
-from voicestream.limits import SEND_BUFFER_BYTES
-from voicestream.server import ServerSettings
-from voicestream.server.connection import (
+from voicestream.edge.connection import (
     Connection,
     ConnectionState,
     SendTimedOut,
     WebSocketTransport,
 )
+from voicestream.engine import KokoroEngine
+from voicestream.limits import SEND_BUFFER_BYTES
+from voicestream.server import ServerSettings
 from voicestream.server.metrics import ServerMetrics
 from voicestream.server.requests import SpeechService
 
@@ -64,7 +64,7 @@ def _probe_app(service: SpeechService, outcomes: queue.Queue[dict[str, Any]]) ->
         """Fill the buffer, wait the send timeout, then send one late frame."""
         await websocket.accept()
         transport = _CountingTransport(websocket)
-        connection = Connection(transport, service, service.admit_session())
+        connection = Connection(transport, service, service.admit_connection())
         outcome: dict[str, Any] = {"offered": WebSocketsWithTransport.__name__}
         try:
             for _ in range(MAX_FRAMES):

@@ -43,6 +43,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from voicestream.audio import ENGINE_SAMPLE_RATE, Float32Encoder, create_encoder
+from voicestream.edge.connection import WebSocketTransport
 from voicestream.engine.alignment import TimedWord
 from voicestream.protocol import ErrorCode, ProtocolError, SpeechFault, load_json_object
 from voicestream.protocol.cartesia import (
@@ -61,7 +62,6 @@ from voicestream.protocol.cartesia import (
     parse_generation,
 )
 from voicestream.server import contexts as ctx
-from voicestream.server.connection import WebSocketTransport
 from voicestream.server.contexts import ContextConnection
 from voicestream.server.http import audio_body, error_response, read_body, stream_response
 from voicestream.server.job import Listener

@@ -30,9 +30,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from voicestream.edge.connection import PeerTransport, busy, serve_connection
 from voicestream.engine.alignment import TimedWord, offset_words
 from voicestream.protocol import ErrorCode, SpeechFault
-from voicestream.server.connection import Connection, PeerTransport, busy, serve_connection
+from voicestream.server.connection import SpeechConnection
 from voicestream.server.job import Listener
 from voicestream.server.requests import AudioStream, SpeechService
 from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice
@@ -194,11 +195,12 @@ class _Context:
     speech: StreamedSpeech
     audio_s: float = 0.0
     """Audio of this context sent so far."""
-    cancelled_by_face: bool = False
+    dropped: bool = False
+    """The face cancelled it: it reports nothing more, and its frames still waiting are not sent."""
     task: asyncio.Task[None] = field(init=False)
 
 
-class ContextConnection(Connection):
+class ContextConnection(SpeechConnection):
     """A connection whose face is a :class:`FaceMachine` of contexts; see the module's docstring."""
 
     def __init__(self, transport: PeerTransport, service: SpeechService, listener: Listener, machine: FaceMachine) -> None:
@@ -209,7 +211,6 @@ class ContextConnection(Connection):
         """Open contexts by id (until their audio is sent, they fail, or the face cancels them)."""
         self._live: set[_Context] = set()
         """Contexts whose task still runs (cancelled ones finishing included)."""
-        self._answering = False
         self._execute(machine.start(), None)
 
     @classmethod
@@ -224,21 +225,11 @@ class ContextConnection(Connection):
 
     @property
     def has_unsent(self) -> bool:
-        return self._answering or any(context.speech.has_unsent for context in self.contexts.values())
+        return any(context.speech.has_unsent for context in self.contexts.values())
 
     async def handle(self, message: str | bytes) -> None:
         self._execute(self.machine.receive(message), None)
         self.accepted()
-
-    async def answer(self, item: tuple[_Context, Any]) -> None:
-        context, frame = item
-        if context.cancelled_by_face:
-            return  # cancelled while the frame waited: dropped
-        self._answering = True
-        try:
-            await self.send_within(frame)
-        finally:
-            self._answering = False
 
     async def release(self) -> None:
         contexts = list(self._live)
@@ -311,7 +302,8 @@ class ContextConnection(Connection):
         context = self.contexts.pop(context_id, None)
         if context is None:
             return
-        context.cancelled_by_face = True
+        context.dropped = True
+        self.dropped()
         if context.speech.cancel():
             self.service.metrics.cancels.labels(route=self.machine.route).inc()
 
@@ -361,7 +353,7 @@ class ContextConnection(Connection):
         a context the connection cancels ends with its task, before this)."""
         if self.contexts.get(context.id) is context:
             del self.contexts[context.id]
-        return not context.cancelled_by_face
+        return not context.dropped
 
     async def _tell(self, context: _Context, *events: Event) -> None:
         """Hand ``events`` to the face and send the frames it answers, in the context's order;
@@ -373,8 +365,7 @@ class ContextConnection(Connection):
             if isinstance(frame, Finish):
                 self.finish()
                 continue
-            self.queue_answer((context, frame))
-            await self.wait_for_room(MAX_QUEUED_ANSWERS)
+            await self.emit(frame, context, MAX_QUEUED_ANSWERS)
 
 
 MachineFactory = Callable[[], FaceMachine]

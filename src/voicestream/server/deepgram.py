@@ -24,6 +24,7 @@ from starlette.websockets import WebSocket
 
 from voicestream.audio import ENGINE_SAMPLE_RATE, create_encoder
 from voicestream.audio.alaw import AlawEncoder
+from voicestream.edge.connection import WebSocketTransport
 from voicestream.protocol import ErrorCode, ProtocolError, SpeechFault, load_json_object
 from voicestream.protocol.deepgram import (
     Cleared,
@@ -39,7 +40,6 @@ from voicestream.protocol.deepgram import (
     parse_speak_query,
 )
 from voicestream.server import contexts as ctx
-from voicestream.server.connection import WebSocketTransport
 from voicestream.server.contexts import ContextConnection
 from voicestream.server.http import audio_body, read_body, stream_response
 from voicestream.server.job import Listener

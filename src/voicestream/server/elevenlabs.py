@@ -40,6 +40,7 @@ from enum import Enum
 from starlette.websockets import WebSocket
 
 from voicestream.audio import create_encoder
+from voicestream.edge.connection import POLICY, WebSocketTransport
 from voicestream.protocol import ErrorCode, ProtocolError, SpeechFault, load_json_object
 from voicestream.protocol.elevenlabs import (
     DEFAULT_OUTPUT_FORMAT,
@@ -55,7 +56,6 @@ from voicestream.protocol.elevenlabs import (
     spoken_language,
 )
 from voicestream.server import contexts as ctx
-from voicestream.server.connection import POLICY, WebSocketTransport
 from voicestream.server.contexts import ContextConnection
 from voicestream.server.requests import SpeechService
 from voicestream.server.streamed import Output, Voice

@@ -11,10 +11,10 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
 
 from voicestream.audio import AudioError, StreamEncoder, create_encoder
 from voicestream.cpus import CPU_USE
+from voicestream.edge.connection import Connection, EdgeLimits
 from voicestream.engine import (
     EmptyTextError,
     InvalidInputError,
@@ -48,7 +48,7 @@ from voicestream.server.settings import ServerSettings
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "AudioStream", "BidiSessionLike", "RequestRejected", "SpeechFault", "SpeechService", "StreamResult",
+    "AudioStream", "RequestRejected", "SpeechFault", "SpeechService", "StreamResult",
     "SynthesisFailed", "http_status",
 ]
 
@@ -136,15 +136,6 @@ class AudioStream:
         )
 
 
-class BidiSessionLike(Protocol):
-    """What the service needs of a session to drain it (the session module imports this one)."""
-
-    @property
-    def idle(self) -> bool: ...
-
-    def go_away(self) -> None: ...
-
-
 class SpeechService:
     """The engine, its scheduler, the limits and the metrics of one server."""
 
@@ -159,7 +150,8 @@ class SpeechService:
             buffer_budget_bytes=settings.buffer_budget_bytes,
             stale_after_s=settings.stale_after_s,
         ))
-        self.sessions: set[BidiSessionLike] = set()
+        self.connections: set[Connection] = set()
+        """The open persistent connections, every face's (the edge adds and removes them)."""
         self.draining = False
         """Set on SIGTERM: new sessions and requests are refused with ``busy``."""
         self._sessions = 0
@@ -181,10 +173,23 @@ class SpeechService:
     @property
     def drained(self) -> bool:
         """Nothing accepted is left to render or to send."""
-        return self.scheduler.depth == 0 and all(session.idle for session in self.sessions)
+        return self.scheduler.depth == 0 and all(connection.idle for connection in self.connections)
 
-    def admit_session(self) -> Listener | None:
-        """A new session's listener, holding its reserve of queue slots; None when full."""
+    # --- the edge's admission protocol (`voicestream.edge.connection.Host`) ---------------
+
+    @property
+    def edge_limits(self) -> EdgeLimits:
+        settings = self.settings
+        return EdgeLimits(settings.send_timeout_s, settings.idle_timeout_s, settings.max_session_errors)
+
+    def count_error(self, code: str) -> None:
+        self.metrics.errors.labels(code=code).inc()
+
+    def count_close(self, code: int) -> None:
+        self.metrics.sessions_closed.labels(code=str(code)).inc()
+
+    def admit_connection(self) -> Listener | None:
+        """A new connection's listener, holding its reserve of queue slots; None when full."""
         if self._sessions >= self.settings.max_sessions:
             return None
         self._sessions += 1
@@ -193,8 +198,8 @@ class SpeechService:
         self.scheduler.reserved_slots += reserve
         return Listener(reserved_slots=reserve)
 
-    def release_session(self, listener: Listener) -> None:
-        """The session is over: its slots go back, and its listener closes (the reaper ends any
+    def release_connection(self, listener: Listener) -> None:
+        """The connection is over: its slots go back, and its listener closes (the reaper ends any
         request of it the connection left behind)."""
         listener.close()
         self._sessions -= 1

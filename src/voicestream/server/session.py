@@ -18,7 +18,7 @@ message only once everything before it was sent: the reference's strictly sequen
 session, kept for comparison.
 
 The edge (admission, states, the send timeout, the idle clock, the error budget, going
-away) is the one :class:`~voicestream.server.connection.Connection` every face shares; this
+away) is the one :class:`~voicestream.edge.connection.Connection` every face shares; this
 module only parses the session's messages and formats its frames. At most
 ``max_session_requests`` accepted requests wait to be sent (more are answered ``busy``).
 The receiver never waits on the sender, so pings are answered however slowly synthesis goes.
@@ -33,6 +33,13 @@ from dataclasses import dataclass, field
 
 from starlette.websockets import WebSocket
 
+from voicestream.edge.connection import (
+    PeerGone,
+    PeerTransport,
+    SendTimedOut,
+    WebSocketTransport,
+    busy,
+)
 from voicestream.engine.alignment import offset_words
 from voicestream.protocol import (
     CancelRequest,
@@ -49,14 +56,7 @@ from voicestream.protocol import (
     fault_frame,
     parse_client_message,
 )
-from voicestream.server.connection import (
-    Connection,
-    PeerGone,
-    PeerTransport,
-    SendTimedOut,
-    WebSocketTransport,
-    busy,
-)
+from voicestream.server.connection import SpeechConnection
 from voicestream.server.job import Listener, SynthesisJob
 from voicestream.server.requests import SpeechService
 from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice
@@ -89,7 +89,7 @@ class _Accepted:
             self.speech.cancel()
 
 
-class BidiSession(Connection):
+class BidiSession(SpeechConnection):
     kind = "session"
 
     def __init__(self, transport: PeerTransport, service: SpeechService, listener: Listener) -> None:

@@ -17,7 +17,7 @@ types and framing):
 A bad event is answered with an ``error`` event and the connection goes on; an event
 whose declared sizes exceed ``--max-body-bytes`` cannot be skipped safely and ends the
 connection after its ``error``. Events are answered in order by one sender, under the edge
-every face shares (`voicestream.server.connection`: send and idle timeouts, error budget,
+every face shares (`voicestream.edge.connection`: send and idle timeouts, error budget,
 drain); this module only frames, parses and formats.
 """
 
@@ -43,6 +43,12 @@ from wyoming.tts import (
 
 from voicestream.asgi import cap_send_buffer, drop_now
 from voicestream.audio import ENGINE_SAMPLE_RATE
+from voicestream.edge.connection import (
+    POLICY,
+    PeerGone,
+    PeerTransport,
+    busy,
+)
 from voicestream.protocol import DEFAULT_VOICE, ErrorCode, SpeechFault, voice_catalog
 from voicestream.protocol.wyoming import (
     WyomingSynthesize,
@@ -51,13 +57,7 @@ from voicestream.protocol.wyoming import (
     WyomingVoice,
     parse_event_data,
 )
-from voicestream.server.connection import (
-    POLICY,
-    Connection,
-    PeerGone,
-    PeerTransport,
-    busy,
-)
+from voicestream.server.connection import SpeechConnection
 from voicestream.server.job import Listener
 from voicestream.server.requests import RequestRejected, SpeechService
 from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice
@@ -189,7 +189,7 @@ class WyomingTransport:
             self.writer.transport.abort()  # a no-op once closed; else the close timed out
 
 
-class WyomingConnection(Connection):
+class WyomingConnection(SpeechConnection):
     """One client: events are read and answered in order; each utterance's audio is sent as
     it renders. At most ``max_session_requests`` utterances wait (more are answered ``busy``)."""
 

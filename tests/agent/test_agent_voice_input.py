@@ -15,6 +15,7 @@ from tests.asr import words
 from voicestream.agent.speech_input import SpeechRecognizer
 from voicestream.audio import create_encoder
 from voicestream.engine import KokoroEngine
+from voicestream.engine.offline import synthesize
 from voicestream.protocol import (
     MAX_SPOKEN_AUDIO_BYTES,
     ErrorCode,
@@ -33,7 +34,7 @@ def recording(samples: np.ndarray, format: str, rate: int = 24000) -> str:
 
 
 async def test_spoken_question_is_transcribed_then_answered(agent_url, engine: KokoroEngine):
-    audio = recording(engine.synthesize(QUESTION), "opus")
+    audio = recording(synthesize(engine, QUESTION), "opus")
 
     events = await post_events(agent_url, {"audio": audio, "audio_format": "ogg", "mode": "bidi"})
 

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from voicestream.engine import KokoroEngine, Piece, memory
+from voicestream.engine.offline import render_whole, synthesize
 
 SENTENCES = (
     "Kokoro is a small model that runs on a laptop.",
@@ -71,7 +72,7 @@ def heap_burst(engine: KokoroEngine, release: memory.IdleRelease) -> dict[str, f
     """Four threads render a sentence each at once; the spell after it, held as a run, is the
     control (no release may come); then the release. Megabytes."""
     count = release.releases
-    engine.render(next(engine.plan("Settle.")), "af_heart", 1.0)
+    render_whole(engine, next(engine.plan("Settle.")), "af_heart", 1.0)
     releases_after(release, count)
     settled(release)  # a renewal the release started is over too: nothing more is given back
     before = resident_bytes()
@@ -81,7 +82,7 @@ def heap_burst(engine: KokoroEngine, release: memory.IdleRelease) -> dict[str, f
     with ThreadPoolExecutor(len(SENTENCES)) as pool:
         with release.running():  # the burst and the spell after it are one run: no release
             releases = release.releases
-            list(pool.map(lambda text: engine.synthesize(text, "af_heart"), SENTENCES))
+            list(pool.map(lambda text: synthesize(engine, text, "af_heart"), SENTENCES))
             after_burst = resident_bytes()
             time.sleep(QUIET_S * 2)  # the control: a spell twice the release's, with no release
             held = resident_bytes()
@@ -102,12 +103,12 @@ def renewal_burst(engine: KokoroEngine, release: memory.IdleRelease) -> dict[str
     parked request's generator would hold it), then that session let go. Megabytes, counts,
     and whether the renewed engine renders the same."""
     piece = next(engine.plan("The meeting has moved to Thursday afternoon.", cut_first_clause=False))
-    reference = engine.render(piece, "af_heart", 1.0)
+    reference = render_whole(engine, piece, "af_heart", 1.0).audio
     release.renew_above = float("inf")  # the first spell releases the heap, renews nothing
     count = release.releases
     texts = (*SENTENCES, "Please remember to bring your umbrella this afternoon.")
     with ThreadPoolExecutor(len(texts)) as pool:  # its threads live until the last figure
-        list(pool.map(lambda text: engine.synthesize(text, "af_heart"), texts))
+        list(pool.map(lambda text: synthesize(engine, text, "af_heart"), texts))
         return _renewed(engine, release, count, piece, reference)
 
 
@@ -140,7 +141,7 @@ def _renewed(engine: KokoroEngine, release: memory.IdleRelease, count: int, piec
         "renewals": [release.renewals - renewals[0], engine.renewals - renewals[1]],
         "held_replaced": held_replaced,
         "releases_while_held": releases_while_held,
-        "same_samples": bool(np.array_equal(engine.render(piece, "af_heart", 1.0), reference)),
+        "same_samples": bool(np.array_equal(render_whole(engine, piece, "af_heart", 1.0).audio, reference)),
     }
 
 

@@ -13,9 +13,12 @@ from voicestream.engine import (
     EmptyTextError,
     InvalidSpeedError,
     KokoroEngine,
+    RenderedPiece,
     TextTooLongError,
     UnknownVoiceError,
+    offline,
 )
+from voicestream.engine.offline import render_whole, stream, synthesize
 from voicestream.engine.phonemes import (
     MAX_PHONEMES,
     split_before_break_word,
@@ -29,7 +32,7 @@ def test_reference_sentence_duration(engine: KokoroEngine) -> None:
     """The reference deployment returned 73,200 bytes (1.525 s) for this sentence: Kokoro's
     0.36 s of leading and 0.5 s of trailing silence included. voicestream cuts them to 20 ms
     and 330 ms (`voicestream.engine.silence`), so the same speech lasts 1.006 s."""
-    audio = engine.synthesize("Hello there.", "af_heart")
+    audio = synthesize(engine, "Hello there.", "af_heart")
     assert audio.dtype == np.float32
     assert len(audio) / engine.sample_rate == pytest.approx(HELLO_SECONDS, rel=0.03)
     assert 0.05 < float(np.abs(audio).max()) <= 1.0
@@ -43,13 +46,13 @@ def test_long_text_is_split_within_the_phoneme_window(engine: KokoroEngine) -> N
     assert sum(len(p.phonemes) for p in pieces) > MAX_PHONEMES  # one piece could not hold it
     assert all(0 < len(p.phonemes) <= MAX_PHONEMES for p in pieces)
     assert pieces[0].first and pieces[-1].last and not any(p.first for p in pieces[1:])
-    chunks = list(engine.stream(text, speed=2.0))
+    chunks = [rendered.audio for rendered in stream(engine, text, speed=2.0)]
     assert len(chunks) == len(pieces)
     assert sum(c.size for c in chunks) / engine.sample_rate > 12  # all of it: 16 s, about 33 at speed 1
 
 
 def test_sentences_stream_one_by_one(engine: KokoroEngine) -> None:
-    chunks = list(engine.stream("First sentence here. Second one follows. And a third."))
+    chunks = list(stream(engine, "First sentence here. Second one follows. And a third."))
     assert len(chunks) == 3
 
 
@@ -70,9 +73,9 @@ def test_style_row_follows_phoneme_count(engine: KokoroEngine) -> None:
 
 
 def test_speed_changes_duration(engine: KokoroEngine) -> None:
-    normal = engine.synthesize("Speaking at a different rate.", speed=1.0)
-    fast = engine.synthesize("Speaking at a different rate.", speed=2.0)
-    slow = engine.synthesize("Speaking at a different rate.", speed=0.5)
+    normal = synthesize(engine, "Speaking at a different rate.", speed=1.0)
+    fast = synthesize(engine, "Speaking at a different rate.", speed=2.0)
+    slow = synthesize(engine, "Speaking at a different rate.", speed=0.5)
     assert len(fast) < 0.7 * len(normal) < len(normal) < 0.7 * len(slow)
 
 
@@ -88,7 +91,7 @@ def test_bad_input_gets_a_typed_error_naming_what_is_allowed(
     engine: KokoroEngine, text: str, voice: str, speed: float, error: type[Exception], names: str
 ) -> None:
     with pytest.raises(error) as raised:
-        engine.synthesize(text, voice, speed)
+        synthesize(engine, text, voice, speed)
     assert names in str(raised.value)
 
 
@@ -98,15 +101,15 @@ async def test_async_stream_never_blocks_the_event_loop(engine: KokoroEngine, mo
     timed against a bound, so a loaded machine only adds ticks."""
     ticks: list[float] = []
     runs: list[tuple[float, float]] = []
-    render = engine.render
+    render = offline.render_whole
 
-    def timed_render(*args: object, **kwargs: object) -> np.ndarray:
+    def timed_render(*args: object, **kwargs: object) -> RenderedPiece:
         started = time.monotonic()
-        audio = render(*args, **kwargs)  # type: ignore[arg-type]
+        rendered = render(*args, **kwargs)  # type: ignore[arg-type]
         runs.append((started, time.monotonic()))
-        return audio
+        return rendered
 
-    monkeypatch.setattr(engine, "render", timed_render)
+    monkeypatch.setattr(offline, "render_whole", timed_render)
 
     async def ticker() -> None:
         while True:
@@ -114,7 +117,7 @@ async def test_async_stream_never_blocks_the_event_loop(engine: KokoroEngine, mo
             await asyncio.sleep(0.005)
 
     task = asyncio.create_task(ticker())
-    chunks = [chunk async for chunk in engine.astream("The event loop keeps running. Even during synthesis.")]
+    chunks = [chunk async for chunk in offline.astream(engine, "The event loop keeps running. Even during synthesis.")]
     task.cancel()
     assert len(chunks) == len(runs) == 2
     assert all(any(start < tick < end for tick in ticks) for start, end in runs), (runs, len(ticks))
@@ -123,7 +126,7 @@ async def test_async_stream_never_blocks_the_event_loop(engine: KokoroEngine, mo
 def test_every_voice_speaks(engine: KokoroEngine) -> None:
     assert len(engine.voices) == 54
     for voice in ("af_heart", "am_michael", "bf_emma", "bm_george"):
-        assert engine.synthesize("Okay.", voice).size > 0
+        assert synthesize(engine, "Okay.", voice).size > 0
 
 
 def test_a_long_first_sentence_is_cut_at_its_first_clause() -> None:
@@ -144,7 +147,7 @@ def test_the_first_piece_of_a_request_ends_at_a_clause(engine: KokoroEngine) -> 
     assert [piece.text for piece in pieces].count(pieces[0].text) == 2  # one sentence, two pieces
     assert pieces[0].phonemes.endswith(",") and not pieces[0].ends_sentence and pieces[1].ends_sentence
     assert len(pieces) == 3  # only the first sentence is cut: "Thanks, see you." stays whole
-    audio = [engine.render(piece, "af_heart", 1.0) for piece in pieces[:2]]
+    audio = [render_whole(engine, piece, "af_heart", 1.0).audio for piece in pieces[:2]]
     assert all(chunk.size > 0.5 * 24_000 for chunk in audio)  # both halves are speech
     # for a listener whose audio is already playing the sentence stays whole
     assert len(list(engine.plan(text, cut_first_clause=False))) == 2

@@ -12,6 +12,7 @@ import pytest
 from voicestream.cpus import CPU_USE, available_cpus
 from voicestream.engine import KokoroEngine
 from voicestream.engine.kokoro import max_run_threads, split_sentences
+from voicestream.engine.offline import render_whole, stream, stream_parallel
 from voicestream.server.scheduler import Listener, SynthesisJob, SynthesisScheduler
 
 SENTENCES = "The first sentence is short. A second one follows it. And a third closes the text."
@@ -26,17 +27,17 @@ def test_threads_default_to_every_available_core(monkeypatch: pytest.MonkeyPatch
 
 def test_many_threads_render_the_same_audio(engine: KokoroEngine) -> None:
     piece = next(engine.plan("Hello there, this is one piece."))
-    single = engine.render(piece, "af_heart", 1.0, threads=1)
-    many = engine.render(piece, "af_heart", 1.0, threads=engine.max_threads)
+    single = render_whole(engine, piece, "af_heart", 1.0, threads=1).audio
+    many = render_whole(engine, piece, "af_heart", 1.0, threads=engine.max_threads).audio
     assert abs(single.size - many.size) <= 0.01 * single.size
     n = min(single.size, many.size)
     assert np.corrcoef(single[:n], many[:n])[0, 1] > 0.95
 
 
 def test_parallel_stream_keeps_the_order(engine: KokoroEngine) -> None:
-    in_order = list(engine.stream(SENTENCES, "af_heart"))
+    in_order = [rendered.audio for rendered in stream(engine, SENTENCES, "af_heart")]
     done: list[int] = []
-    parallel = list(engine.stream_parallel(SENTENCES, "af_heart", progress=done.append))
+    parallel = list(stream_parallel(engine, SENTENCES, "af_heart", progress=done.append))
     assert [chunk.size for chunk in parallel] == pytest.approx([chunk.size for chunk in in_order], rel=0.01)
     assert done == [len(sentence) for sentence in split_sentences(SENTENCES)]
 

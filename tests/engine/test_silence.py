@@ -7,6 +7,7 @@ import pytest
 
 from voicestream.audio import first_audible_sample
 from voicestream.engine import KokoroEngine
+from voicestream.engine.offline import render_whole, synthesize
 from voicestream.engine.silence import TAIL_S, Pauses, fit_to_speech
 
 RATE = 24_000
@@ -52,18 +53,18 @@ def test_inaudible_audio_is_kept_whole() -> None:
 
 def test_requests_start_at_their_first_sound_and_sentences_are_a_chosen_pause_apart(engine: KokoroEngine) -> None:
     pauses = engine.pauses
-    first, second = engine.synthesize("Hello there."), engine.synthesize("See you soon.")
+    first, second = synthesize(engine, "Hello there."), synthesize(engine, "See you soon.")
     assert _lead(first) == _lead(second) == round(pauses.leading_s * RATE)
     # sentences sent as separate requests, as an agent sends them
     assert _trail(first) + _lead(second) == pytest.approx(pauses.sentence_s * RATE, abs=1)
     # and within one request
     pieces = list(engine.plan("Hello there. See you soon."))
-    audio = [engine.render(piece, "af_heart", 1.0) for piece in pieces]
+    audio = [render_whole(engine, piece, "af_heart", 1.0).audio for piece in pieces]
     assert _trail(audio[0]) + _lead(audio[1]) == pytest.approx(pauses.sentence_s * RATE, abs=1)
     assert _trail(audio[0]) == round(TAIL_S * RATE)
 
 
 def test_the_pauses_are_the_engines_settings(engine: KokoroEngine) -> None:
     wide = KokoroEngine(engine.files, max_threads=1, pauses=Pauses(leading_s=0.1, sentence_s=0.5))
-    audio = wide.synthesize("Hello there.")
+    audio = synthesize(wide, "Hello there.")
     assert _lead(audio) == 2_400 and _trail(audio) == round(0.4 * RATE)

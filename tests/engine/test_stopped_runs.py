@@ -12,6 +12,7 @@ import pytest
 from voicestream.cpus import CPU_USE
 from voicestream.engine import KokoroEngine, Piece
 from voicestream.engine.memory import RunStop, RunStopped, stopping
+from voicestream.engine.offline import render_whole
 
 TEXT = "The travellers pass the mills and the old stone bridges, until night falls over the valley."
 VOICE = "af_heart"
@@ -34,12 +35,12 @@ def _until(condition: Callable[[], bool], thread: threading.Thread) -> None:
 def test_a_ranked_run_stopped_for_first_words_is_made_again_with_the_same_samples(engine: KokoroEngine, piece: Piece) -> None:
     """A one-thread run ahead of need (`CpuUse.ranked`) is stopped when a new request's
     first words claim the cores, waits for them, and renders again: the audio is the one run's."""
-    alone = engine.render(piece, VOICE, 1.0)
+    alone = render_whole(engine, piece, VOICE, 1.0).audio
     made: list[np.ndarray] = []
 
     def ranked() -> None:
         with CPU_USE.ranked(2):
-            made.append(engine.render(piece, VOICE, 1.0))
+            made.append(render_whole(engine, piece, VOICE, 1.0).audio)
 
     before = CPU_USE.interrupted
     thread = threading.Thread(target=ranked)
@@ -60,7 +61,7 @@ def test_a_run_whose_request_ended_stops_with_run_stopped(engine: KokoroEngine, 
         with stopping(stop):
             for _ in range(2):
                 try:
-                    engine.render(piece, VOICE, 1.0)
+                    render_whole(engine, piece, VOICE, 1.0)
                 except RunStopped as error:
                     raised.append(str(error))
 

@@ -15,7 +15,7 @@ import webvtt
 from tests.engine.cli_runner import Cli
 
 from voicestream.cli.subtitles import phrases, to_srt, to_webvtt
-from voicestream.engine import KokoroEngine
+from voicestream.engine import offline
 from voicestream.engine.alignment import TimedWord
 from voicestream.engine.kokoro import RenderedPiece
 
@@ -23,21 +23,21 @@ TEXT = "Dr. Lee paid $5 for the tickets. The show starts at noon, so we should h
 
 
 @pytest.fixture
-def timed_once(engine: KokoroEngine, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`say`'s timed render (`stream_timed`) made by the model once per input and replayed
-    after: the same real pieces and words for the same text, voice, speed, threads and
-    language (as `tests.replaying` does for the server), so a second `say` of the same
-    speech writes other files without rendering it again."""
+def timed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`say`'s timed render (`offline.stream` with words) made by the model once per input
+    and replayed after: the same real pieces and words for the same engine, text, voice,
+    speed, threads and language (as `tests.replaying` does for the server), so a second
+    `say` of the same speech writes other files without rendering it again."""
     made: dict[tuple, list[RenderedPiece]] = {}
-    render = engine.stream_timed
+    render = offline.stream
 
-    def stream_timed(*args: object, **kwargs: object) -> Iterator[RenderedPiece]:
+    def stream(*args: object, **kwargs: object) -> Iterator[RenderedPiece]:
         key = (args, tuple(sorted(kwargs.items())))
         if key not in made:
-            made[key] = list(render(*args, **kwargs))
+            made[key] = list(render(*args, **kwargs))  # type: ignore[arg-type]
         return (RenderedPiece(piece.audio.copy(), list(piece.words), piece.more) for piece in made[key])
 
-    monkeypatch.setitem(vars(engine), "stream_timed", stream_timed)  # removed after: the class's again
+    monkeypatch.setattr(offline, "stream", stream)
 
 
 @pytest.mark.usefixtures("timed_once")

@@ -15,6 +15,7 @@ from voicestream.bench.texts import BLOCK, LATENCY_ANSWER, LONE_SENTENCE, ONE_SE
 from voicestream.engine import KokoroEngine
 from voicestream.engine.graph import load_graph
 from voicestream.engine.kokoro import RenderedPiece, session_options
+from voicestream.engine.offline import render_whole
 from voicestream.engine.silence import SpeechFit, fit_to_speech
 from voicestream.engine.vocoder import (
     FIRST_WINDOW_S,
@@ -116,7 +117,7 @@ def _first_piece(engine: KokoroEngine, text: str) -> tuple[list[RenderedPiece], 
     windowed engine: rendered once for the tests below."""
     piece = next(engine.plan(text, words=True))
     parts = list(engine.render_parts(piece, "af_heart", 1.0, engine.max_threads))
-    return parts, engine.render_timed(dataclasses.replace(piece, windowed=False), "af_heart", 1.0)
+    return parts, render_whole(engine, dataclasses.replace(piece, windowed=False), "af_heart", 1.0)
 
 
 def test_a_silent_listeners_first_piece_comes_in_parts_the_first_short(windowed: KokoroEngine) -> None:

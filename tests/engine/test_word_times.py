@@ -10,10 +10,11 @@ import pytest
 
 from voicestream.engine import KokoroEngine
 from voicestream.engine.alignment import TimedWord
+from voicestream.engine.offline import stream
 
 
 def timed(engine: KokoroEngine, text: str, voice: str = "af_heart", speed: float = 1.0, cut: bool = True):
-    pieces = list(engine.stream_timed(text, voice, speed, cut_first_clause=cut))
+    pieces = list(stream(engine, text, voice, speed, cut_first_clause=cut, words=True))
     audio = np.concatenate([piece.audio for piece in pieces])
     return [word for piece in pieces for word in piece.words], audio, pieces
 
@@ -89,8 +90,8 @@ def test_japanese_and_chinese_words(engine: KokoroEngine, text: str, voice: str)
 def test_asking_for_words_does_not_change_the_audio(engine: KokoroEngine) -> None:
     """The cuts (the first clause, the break word) are the same with or without word times."""
     text = "Every morning the old fisherman walks down to the harbor because he likes the quiet water."
-    with_words = list(engine.stream_timed(text, words=True))
-    without = list(engine.stream_timed(text, words=False))
+    with_words = list(stream(engine, text, words=True))
+    without = list(stream(engine, text, words=False))
     assert len(with_words) == len(without) == 2  # cut before "because"
     assert all(np.array_equal(a.audio, b.audio) for a, b in zip(with_words, without, strict=True))
     assert with_words[1].words[0].word == "because" and with_words[1].words[0].start_char == text.index("because")

@@ -7,13 +7,14 @@ import pytest
 from tests.server.wire import WirePeer
 
 from voicestream.audio import float_to_pcm16
+from voicestream.engine.offline import synthesize
 
 TEXT = "Buenos días, amigo."
 
 
 def _engine_pcm(engine, text: str, voice: str, language: str | None = None) -> bytes:
     """What the engine itself makes of the request, as the server's pcm16 bytes."""
-    return float_to_pcm16(engine.synthesize(text, voice, language=language)).astype("<i2").tobytes()
+    return float_to_pcm16(synthesize(engine, text, voice, language=language)).astype("<i2").tobytes()
 
 
 def _pcm(speech_server: str, **body: object) -> httpx.Response:

@@ -24,6 +24,7 @@ from voicestream.audio.resample import resample
 from voicestream.bench.chromium import SOUND_LEVEL, ChromiumMissing
 from voicestream.bench.chromium import launch_chromium as launch
 from voicestream.engine import KokoroEngine
+from voicestream.engine.offline import synthesize
 
 __all__ = ["SOUND_LEVEL", "PageVisit", "launch_chromium", "microphone_page", "open_page", "spoken_wav"]
 
@@ -83,7 +84,7 @@ def spoken_wav(engine: KokoroEngine, text: str, path: Path, rate: int = 24000, p
     as a 16-bit WAV at ``rate`` (a microphone's) with ``pause_s`` of silence after it, for
     Chromium's fake microphone; returns the speech's length in seconds. In process: a `say`
     process would load the model again for one sentence."""
-    speech = resample(engine.synthesize(text), engine.sample_rate, rate)
+    speech = resample(synthesize(engine, text), engine.sample_rate, rate)
     samples = np.concatenate([speech, np.zeros(int(pause_s * rate), dtype=speech.dtype)])
     with wave.open(str(path), "wb") as recording:
         recording.setnchannels(1)

@@ -18,7 +18,7 @@ from voicestream.audio import create_encoder, decode_audio
 from voicestream.bench.asr import transcribe, word_errors
 from voicestream.bench.report import Chart, Report, Table, machine_context, progress
 from voicestream.bench.texts import ENCODING_CLIPS
-from voicestream.engine import KokoroEngine
+from voicestream.engine import KokoroEngine, offline
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def measure_encoding(engine: KokoroEngine, clips: tuple[str, ...] = ENCODING_CLI
     audio_s = 0.0
     with progress("bench encoding", len(clips) * (1 + len(WIRE_FORMATS))) as advance:
         for text in clips:
-            samples = engine.synthesize(text, voice)
+            samples = offline.synthesize(engine, text, voice)
             audio_s += samples.size / engine.sample_rate
             advance()
             for wire in WIRE_FORMATS:

@@ -36,7 +36,7 @@ from voicestream.asgi import free_port, serving
 from voicestream.audio import create_encoder
 from voicestream.bench.report import Chart, Report, Table, machine_context, progress
 from voicestream.bench.texts import BLOCK
-from voicestream.engine import KokoroEngine
+from voicestream.engine import KokoroEngine, offline
 from voicestream.protocol import SSEDecoder, encode_sse
 from voicestream.protocol.messages import AudioChunk
 
@@ -67,7 +67,7 @@ RECHUNK_PLANS = (
 def mp3_events(engine: KokoroEngine, text: str, voice: str = "af_heart") -> list[bytes]:
     """The agent's ``audio_chunk`` events for ``text`` as MP3 48 kb/s, one per sentence, SSE-encoded."""
     encoder = create_encoder("mp3", bitrate=48_000)
-    pieces = [encoder.encode(chunk) for chunk in engine.stream(text, voice)]
+    pieces = [encoder.encode(rendered.audio) for rendered in offline.stream(engine, text, voice)]
     pieces.append(encoder.finish())
     return [
         encode_sse(AudioChunk(request_id="bench", t_ms=0.0, seq=seq, data=base64.b64encode(piece).decode(), sentence=seq))

@@ -35,7 +35,7 @@ from voicestream.bench.load import StepResult, ms_at, run_step
 from voicestream.bench.report import Chart, Report, Table, machine_context, progress
 from voicestream.bench.texts import LOAD_TEXT
 from voicestream.bench.transport import ws_url
-from voicestream.engine import KokoroEngine, ModelFiles
+from voicestream.engine import KokoroEngine, ModelFiles, offline
 from voicestream.engine.derive import QUANTIZED_OPS, graph_precision
 from voicestream.engine.weights import resolve_weights
 from voicestream.server import ServerSettings, free_port, running_server
@@ -157,13 +157,13 @@ def _engine(files: ModelFiles, variant: str, device: str, warm_up_texts: Sequenc
         raise BenchRefused(f"{variant}: asked for {device}, but ONNX Runtime offers only {', '.join(engine.providers)}.")
     placement = profile_placement(engine)
     for text in warm_up_texts:
-        engine.synthesize(text)
+        offline.synthesize(engine, text)
     return engine, placement
 
 
 def _engine_rtf(engine: KokoroEngine, text: str) -> float:
     started = time.perf_counter()
-    audio = engine.synthesize(text)
+    audio = offline.synthesize(engine, text)
     return (time.perf_counter() - started) / (audio.size / engine.sample_rate)
 
 
@@ -194,7 +194,7 @@ def measure_windowed(engine: KokoroEngine, text: str = WINDOWED_TEXT, rounds: in
     warm_up = engine.device == "cuda"  # a round that builds CUDA's kernels for these shapes (the CPU builds none)
     for round_ in range(rounds + warm_up):
         started = time.perf_counter()
-        whole = engine.render(piece, voice, 1.0, engine.max_threads)
+        whole = offline.render_whole(engine, piece, voice, 1.0, engine.max_threads).audio
         whole_done = time.perf_counter()
         parts = engine.render_parts(windowed, voice, 1.0, engine.max_threads)
         first = next(parts)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from voicestream.bench.report import Advance, Chart, Report, Table, machine_context, progress
 from voicestream.bench.texts import RTF_INPUTS
-from voicestream.engine import EngineError, KokoroEngine, ModelFiles
+from voicestream.engine import EngineError, KokoroEngine, ModelFiles, offline
 
 GPU_VARIANTS = ("fp32", "fp16")
 
@@ -24,7 +24,7 @@ GPU_VARIANTS = ("fp32", "fp16")
 def engine_with_threads(files: ModelFiles, threads: int) -> KokoroEngine:
     """An engine whose every run uses ``threads`` intra-op threads (its own ONNX Runtime session)."""
     engine = KokoroEngine(files, max_threads=threads)
-    engine.synthesize("Warm up.")
+    offline.synthesize(engine, "Warm up.")
     return engine
 
 
@@ -33,9 +33,9 @@ def _time_input(engine: KokoroEngine, text: str, voice: str) -> tuple[float, flo
     started = time.perf_counter()
     first = None
     samples = 0
-    for chunk in engine.stream(text, voice, threads=engine.max_threads):
+    for rendered in offline.stream(engine, text, voice, threads=engine.max_threads):
         first = first if first is not None else time.perf_counter() - started
-        samples += chunk.size
+        samples += rendered.audio.size
     elapsed = time.perf_counter() - started
     return first or elapsed, elapsed, samples / engine.sample_rate
 

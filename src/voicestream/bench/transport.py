@@ -48,7 +48,7 @@ from voicestream.bench.texts import (
     MONOLOGUE,
     REFERENCE_SENTENCES,
 )
-from voicestream.engine import KokoroEngine
+from voicestream.engine import KokoroEngine, offline
 from voicestream.engine.kokoro import split_sentences
 from voicestream.server import ServerSettings, free_port, running_server
 from voicestream.text import SENTENCES, IncrementalSentenceChunker
@@ -140,7 +140,7 @@ async def speak_messages(url: str, messages: list[str]) -> SpokenMessages:
 def _engine_first_chunk_s(engine: KokoroEngine, text: str) -> float:
     """The floor: the engine's first chunk on every core, as the server renders a first chunk."""
     started = time.perf_counter()
-    next(iter(engine.stream(text, threads=engine.max_threads)))
+    next(offline.stream(engine, text, threads=engine.max_threads))
     return time.perf_counter() - started
 
 

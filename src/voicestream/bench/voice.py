@@ -41,7 +41,7 @@ from voicestream.bench.e2e import ANSWER_TIMEOUT_S, Transcriber
 from voicestream.bench.report import Advance, Chart, Report, Table, machine_context, progress
 from voicestream.bench.stats import percentile
 from voicestream.bench.wer import word_error_rate
-from voicestream.engine import KokoroEngine
+from voicestream.engine import KokoroEngine, offline
 from voicestream.logs import quiet_agentcore_logs
 from voicestream.protocol.messages import DEFAULT_SAMPLE_RATE, DEFAULT_VOICE
 from voicestream.server import running_server
@@ -89,7 +89,7 @@ class Utterance:
 def spoken(engine: KokoroEngine, text: str, voice: str = QUESTION_VOICE) -> Utterance:
     """`text` as the engine speaks it, trimmed to its speech, so that where the speech starts
     and ends in the input is known to the sample."""
-    samples = engine.synthesize(text, voice)
+    samples = offline.synthesize(engine, text, voice)
     loud = np.flatnonzero(np.abs(samples) >= SPEECH_FLOOR * float(np.abs(samples).max()))
     return Utterance(text, float_to_pcm16(samples[loud[0] : loud[-1] + 1]).tobytes())
 

@@ -26,7 +26,7 @@ from voicestream.audio import resample
 from voicestream.bench.asr import WHISPER_RATE, load_whisper_base, whisper_model
 from voicestream.bench.report import Report, Table, machine_context, progress
 from voicestream.bench.texts import WORD_SENTENCES
-from voicestream.engine import KokoroEngine
+from voicestream.engine import KokoroEngine, offline
 from voicestream.engine.alignment import TimedWord
 
 WHISPER_LANGUAGE = {"en-us": "en", "en-gb": "en", "es": "es", "fr-fr": "fr", "it": "it", "pt-br": "pt", "hi": "hi", "ja": "ja", "zh": "zh"}
@@ -103,7 +103,7 @@ def measure_words(engine: KokoroEngine, languages: Sequence[str], cuts: int = 12
             else:
                 base = base or load_whisper_base()
                 whisper, ruler = base, "base"
-            pieces = list(engine.stream_timed(text, voice))
+            pieces = list(offline.stream(engine, text, voice, words=True))
             audio = np.concatenate([p.audio for p in pieces])
             words = [w for p in pieces for w in p.words]
             indices = _cut_indices(len(words), cuts)

@@ -78,7 +78,7 @@ def say(
 ) -> None:
     """Synthesize TEXT (or a file, or standard input) to an audio file, on every core."""
     from voicestream.audio import AudioError, create_encoder, finalize_wav
-    from voicestream.engine import InvalidInputError
+    from voicestream.engine import InvalidInputError, offline
 
     text = _read_text(text, file)
     chosen = format or FORMAT_BY_SUFFIX.get(output.suffix.lower(), "wav")
@@ -101,9 +101,10 @@ def say(
     words: list[TimedWord] = []
     with output.open("wb") as out, text_progress(len(text)) as advance:
         if subtitles is None and timestamps is None:
-            chunks = engine.stream_parallel(text, voice, speed, progress=advance, language=lang)
+            chunks = offline.stream_parallel(engine, text, voice, speed, progress=advance, language=lang)
         else:  # word times come piece by piece on one run at a time
-            chunks = _timed_chunks(engine.stream_timed(text, voice, speed, engine.max_threads, lang), words)
+            timed = offline.stream(engine, text, voice, speed, engine.max_threads, lang, words=True)
+            chunks = _timed_chunks(timed, words)
         for chunk in chunks:
             samples += chunk.size
             out.write(encoder.encode(chunk))

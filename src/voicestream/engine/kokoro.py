@@ -2,22 +2,21 @@
 
 A request's text is cut into sentences (the text layer's chunker), and each sentence into
 batches within the model's 510-phoneme window, so the first audio of a long block costs
-no more than its first sentence alone. Callers that schedule work themselves (the server)
-use :meth:`KokoroEngine.plan` and :meth:`KokoroEngine.render_parts`; scripts use
-:meth:`KokoroEngine.stream` or :meth:`KokoroEngine.synthesize`.
+no more than its first sentence alone. The engine has one way to synthesize:
+:meth:`KokoroEngine.plan` cuts a text into pieces and :meth:`KokoroEngine.render_parts`
+renders one piece; the server's scheduler decides which piece runs when, on how many
+threads. A whole text outside the server (the CLI, the benches) goes through
+`voicestream.engine.offline`, built on the same two.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
 import unicodedata
 import weakref
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,7 +39,6 @@ from voicestream.engine import memory
 from voicestream.engine.alignment import (
     PieceWords,
     TimedWord,
-    offset_words,
     shift_words,
     time_words,
 )
@@ -194,10 +192,11 @@ class KokoroEngine:
     the CPU the engine holds two sessions of the same weights: one single-threaded, for
     steady work that runs one piece per core in parallel, and one with every core
     (`max_threads`), for a first chunk that has the machine to itself; windowed pieces run
-    on a front and vocoder pair of each (`voicestream.engine.graph`). `render`
-    takes the thread count the caller chose (the server's scheduler decides it from what
-    else runs); the server uses `render_parts`, which gives a windowed piece's audio as it
-    is made. Both are safe to call from several threads at once.
+    on a front and vocoder pair of each (`voicestream.engine.graph`). `plan` cuts a text
+    into pieces and `render_parts` renders one on the thread count the caller chose (the
+    server's scheduler decides it from what else runs), a windowed piece's audio as it is
+    made; both are safe to call from several threads at once. The engine schedules nothing:
+    its caller decides which piece runs when (`voicestream.engine.offline` for a whole text).
     """
 
     sample_rate = SAMPLE_RATE
@@ -341,8 +340,16 @@ class KokoroEngine:
             first_window_s=first_window_s, idle_release=idle_release,
         )
         if warm_up:
-            engine.synthesize("Warm up.", DEFAULT_VOICE if DEFAULT_VOICE in engine.voices else engine.voices[0])
+            engine._warm_up()
         return engine
+
+    def _warm_up(self) -> None:
+        """Say a short text once on the single-threaded sessions, as a request would: ONNX
+        Runtime's first run of a session is slow, and a listener should not wait for it."""
+        voice = DEFAULT_VOICE if DEFAULT_VOICE in self.voices else self.voices[0]
+        for piece in self.plan("Warm up.", self.language_for(voice)):
+            for _ in self.render_parts(piece, voice, 1.0):
+                pass
 
     @property
     def can_window(self) -> bool:
@@ -409,7 +416,7 @@ class KokoroEngine:
         extra cut. For the same listener the first piece is also `Piece.windowed`, so that
         every API gives the same audio as the server gives a new listener. With `words`,
         each piece also knows which written word of ``text`` each of its phonemes speaks
-        (and where that word is in ``text``), so that `render_timed` can time them; the
+        (and where that word is in ``text``), so that `render_parts` can time them; the
         pieces and their audio are the same with or without.
         """
         spoken = normalize_traced(text, language)
@@ -455,7 +462,8 @@ class KokoroEngine:
                 )
 
     def model_inputs(self, piece: Piece, voice: str, speed: float) -> dict[str, np.ndarray] | None:
-        """The model's input feed for one piece (None when it has no speakable token)."""
+        """The model's input feed for one piece (None when it has no speakable token): what
+        `render_parts` runs, for code that runs the graph itself (the benches, `similarity`)."""
         tokens = self._phonemizer.tokenize(piece.phonemes)
         if not tokens:
             return None
@@ -464,20 +472,6 @@ class KokoroEngine:
             "style": self._voices.style(voice, len(tokens)),
             "speed": np.array([speed], dtype=self._speed_dtype),
         }
-
-    def render(self, piece: Piece, voice: str, speed: float, threads: int = 1) -> np.ndarray:
-        """Run the model on one piece (blocking); its silences cut or padded to the piece's.
-
-        `threads` above one runs the piece on the many-threaded session (on the CPU)."""
-        return self.render_timed(piece, voice, speed, threads).audio
-
-    def render_timed(self, piece: Piece, voice: str, speed: float, threads: int = 1) -> RenderedPiece:
-        """`render`, with the piece's words timed from the start of the audio returned
-        (a piece planned without words, or a model without durations, gives none)."""
-        parts = list(self.render_parts(piece, voice, speed, threads))
-        if len(parts) == 1:
-            return RenderedPiece(parts[0].audio, parts[0].words)
-        return RenderedPiece(np.concatenate([part.audio for part in parts]), [w for part in parts for w in part.words])
 
     def render_parts(
         self, piece: Piece, voice: str, speed: float, threads: int = 1
@@ -568,79 +562,3 @@ class KokoroEngine:
             return
         length = sent + audio.size
         yield RenderedPiece(audio, shift_words(held, skipped + trim.head_removed, trim.head_padded, length, self.sample_rate))
-
-    def stream(
-        self,
-        text: str,
-        voice: str = DEFAULT_VOICE,
-        speed: float = 1.0,
-        threads: int = 1,
-        language: str | None = None,
-    ) -> Iterator[np.ndarray]:
-        """Audio of ``text`` piece by piece (blocking), each run on `threads` threads;
-        ``language`` overrides the voice's. A windowed piece comes whole, its parts joined
-        (the server's `render_parts` sends them as they come): the same audio as the server's."""
-        for rendered in self.stream_timed(text, voice, speed, threads, language, words=False):
-            yield rendered.audio
-
-    def stream_parallel(
-        self,
-        text: str,
-        voice: str = DEFAULT_VOICE,
-        speed: float = 1.0,
-        progress: Callable[[int], None] | None = None,
-        language: str | None = None,
-    ) -> Iterator[np.ndarray]:
-        """Audio of ``text`` piece by piece (blocking), using every core: one single-threaded
-        run per core in parallel, handed out in order; a text of one piece gets one run on
-        every core. At most one piece per core is held ahead. `progress` is told how many
-        characters of sentences each handed-out piece finished; ``language`` overrides the voice's."""
-        self.check(text, voice, speed, language)
-        pieces = self.plan(text, self.language_for(voice, language))
-        first = next(pieces, None)
-        second = next(pieces, None)
-        if first is None:
-            return
-        if second is None:
-            yield self.render(first, voice, speed, self.max_threads)
-            if progress is not None:
-                progress(len(first.text))
-            return
-        with ThreadPoolExecutor(self.parallel_runs, thread_name_prefix="render") as pool:
-            running = deque((piece, pool.submit(self.render, piece, voice, speed)) for piece in (first, second))
-            while running:
-                while len(running) < self.parallel_runs and (piece := next(pieces, None)) is not None:
-                    running.append((piece, pool.submit(self.render, piece, voice, speed)))
-                piece, audio = running.popleft()
-                yield audio.result()
-                if progress is not None and piece.ends_sentence:
-                    progress(len(piece.text))
-
-    async def astream(
-        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, language: str | None = None
-    ) -> AsyncIterator[np.ndarray]:
-        """Audio of ``text`` piece by piece; every blocking step runs in a worker thread."""
-        self.check(text, voice, speed, language)
-        pieces = self.plan(text, self.language_for(voice, language))
-        while (piece := await asyncio.to_thread(next, pieces, None)) is not None:
-            yield await asyncio.to_thread(self.render, piece, voice, speed)
-
-    def stream_timed(
-        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, threads: int = 1,
-        language: str | None = None, cut_first_clause: bool = True, words: bool = True,
-    ) -> Iterator[RenderedPiece]:
-        """`stream` with word timestamps: each piece's audio and its words, timed from the
-        start of the request's audio (the pieces before it added up)."""
-        self.check(text, voice, speed, language)
-        elapsed = 0
-        for piece in self.plan(text, self.language_for(voice, language), cut_first_clause, words):
-            rendered = self.render_timed(piece, voice, speed, threads)
-            yield RenderedPiece(rendered.audio, offset_words(rendered.words, elapsed / self.sample_rate))
-            elapsed += rendered.audio.size
-
-    def synthesize(
-        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, language: str | None = None
-    ) -> np.ndarray:
-        """The whole audio of ``text`` as one float32 array at 24 kHz."""
-        chunks = list(self.stream(text, voice, speed, language=language))
-        return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)

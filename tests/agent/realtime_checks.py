@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any, get_args
 
 import httpx
+import numpy as np
 from openai.types.realtime import RealtimeServerEvent
 from tests.agent.llm_stubs import AnswerHold, LLMStub, openai_echo_server
 
@@ -58,6 +59,32 @@ def spoken(speech_server: str, text: str) -> bytes:
     )
     answer.raise_for_status()
     return answer.content
+
+
+def hesitant(speech_server: str, text: str, after: int, pause_s: float) -> bytes:
+    """`text` spoken by the real engine with a pause of `pause_s` after its `after`-th word, as
+    a speaker who stops to find the next word: one render cut between two words (so the
+    voice does not fall as at the end of a sentence), silence in the cut."""
+    answer = httpx.post(
+        f"{speech_server}/dev/captioned_speech",
+        json={"input": text, "voice": "af_heart", "response_format": "pcm", "stream": False},
+        timeout=120,
+    )
+    answer.raise_for_status()
+    body = answer.json()
+    pcm = base64.b64decode(body["audio"])
+    words = body["timestamps"]
+    cut_s = (words[after - 1]["end_time"] + words[after]["start_time"]) / 2
+    cut = round(cut_s * 24000) * 2
+    return trimmed(pcm[:cut] + silence(pause_s) + pcm[cut:])
+
+
+def trimmed(pcm: bytes) -> bytes:
+    """`pcm` (16-bit) from its first to its last sample of speech (1 % of its peak and more),
+    without the engine's silence around it: a test then knows how much silence follows."""
+    samples = np.frombuffer(pcm, np.int16)
+    loud = np.flatnonzero(np.abs(samples) >= 0.01 * np.abs(samples).max())
+    return samples[loud[0] : loud[-1] + 1].tobytes()
 
 
 def silence(seconds: float) -> bytes:

@@ -1,6 +1,6 @@
 """LiveKit's `openai.realtime.RealtimeModel`, unchanged, against the agent's Realtime endpoint
 (the real agent and speech server, an echo LLM): a session with LiveKit's defaults (semantic
-VAD, served by the server VAD) that speaks one answer."""
+VAD, with Smart Turn) that speaks one answer."""
 
 from __future__ import annotations
 

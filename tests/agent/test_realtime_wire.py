@@ -147,7 +147,11 @@ async def test_unsupported_requests_get_an_error_and_the_socket_stays_open(agent
         updated = (await until(ws, "session.updated"))[-1]["session"]
         assert updated["instructions"] == "Be brief."
         detection = updated["audio"]["input"]["turn_detection"]
-        assert (detection["type"], detection["interrupt_response"]) == ("server_vad", False)
+        assert (detection["type"], detection["eagerness"], detection["interrupt_response"]) == (
+            "semantic_vad",
+            "medium",
+            False,
+        )
 
 
 async def test_agentcore_ws_keys_the_conversation_and_speaks_telephony_audio(agent):
@@ -229,7 +233,7 @@ async def test_a_drain_sends_each_socket_away_once_it_has_nothing_left_to_send(s
             await asyncio.wait_for(busy.wait_closed(), 30)
             assert busy.close_code == 1001
             await asyncio.wait_for(drain, 30)
-        assert not service.sockets and service.active_answers == 0
+        assert not service.connections and service.active_answers == 0
         async with connect(f"{url}/v1/realtime") as late:
             assert (await until(late, "error"))[-1]["error"]["code"] == "busy"
             await asyncio.wait_for(late.wait_closed(), 30)
@@ -256,7 +260,7 @@ async def test_an_idle_socket_closes_at_the_idle_bound(speech_server):
         # client's own delays in reading response.done
         assert quiet_s >= idle_s / 2, f"closed {quiet_s:.2f} s after the last event; the bound is {idle_s} s"
         async with asyncio.timeout(10):
-            while services[0].sockets:
+            while services[0].connections:
                 await asyncio.sleep(0.01)
 
 
@@ -284,15 +288,15 @@ async def test_a_client_that_stops_reading_is_closed_at_the_send_timeout(speech_
             await question(ws, "Tell me a long story about the sea.")
             service = services[0]
             async with asyncio.timeout(120):
-                while not service.sockets:
+                while not service.connections:
                     await asyncio.sleep(0.01)
-                while service.sockets or service.active_answers:
+                while service.connections or service.active_answers:
                     await asyncio.sleep(0.05)
             assert not ws.transport.is_closing()  # the agent let go, not the client
             await until_dropped(ws)
         finally:
             ws.transport.abort()
-    read_nothing = [r for r in caplog.records if "read nothing" in r.getMessage()]
+    read_nothing = [r for r in caplog.records if "took no frame" in r.getMessage()]
     assert len(read_nothing) == 1, [r.getMessage() for r in read_nothing]
     assert f"for {send_s:g} s" in read_nothing[0].getMessage()
 

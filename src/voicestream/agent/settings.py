@@ -35,7 +35,9 @@ class AgentSettings:
     `first_clause_words` sets bidi's short first chunk (latency mode), None (0 in the
     environment) turns it off; `chunk_sentences` how many sentences each later chunk holds
     (see `ChunkSchedule`); `asr_model` is the Whisper model of voice input, a directory or
-    Hugging Face id (None: `speech_input.default_asr_model`). `api_key`, `cors_origins` and
+    Hugging Face id (None: `speech_input.default_asr_model`); `turn_model` is Smart Turn
+    v3's ONNX file for `semantic_vad` (None: the one in an installed pipecat-ai, see
+    `realtime.end_of_turn`). `api_key`, `cors_origins` and
     `allowed_hosts` are the agent's own access policy (`voicestream.access`);
     `speech_api_key` is the key the agent sends to the speech server (as a header);
     `conversations` bound what is remembered of each conversation (see
@@ -57,6 +59,7 @@ class AgentSettings:
     allowed_hosts: tuple[str, ...] = ()
     speech_api_key: str | None = None
     asr_model: str | None = None
+    turn_model: str | None = None
     conversations: ConversationLimits = field(default_factory=ConversationLimits)
 
     def __post_init__(self) -> None:
@@ -75,7 +78,7 @@ class AgentSettings:
         limits' variables (see `AnswerLimits.from_env`), the conversations' bounds (see
         `ConversationLimits.from_env`), VOICESTREAM_API_KEY,
         VOICESTREAM_CORS_ORIGINS and VOICESTREAM_ALLOWED_HOSTS (comma-separated),
-        VOICESTREAM_SPEECH_API_KEY and VOICESTREAM_ASR_MODEL; `overrides`
+        VOICESTREAM_SPEECH_API_KEY, VOICESTREAM_ASR_MODEL and VOICESTREAM_TURN_MODEL; `overrides`
         that are not None win (CLI options; 0 first clause words turns latency mode off there
         too)."""
         env = os.environ if environ is None else environ
@@ -106,6 +109,7 @@ class AgentSettings:
             allowed_hosts=parse_names([env.get("VOICESTREAM_ALLOWED_HOSTS", "")]),
             speech_api_key=env.get("VOICESTREAM_SPEECH_API_KEY") or None,
             asr_model=env.get("VOICESTREAM_ASR_MODEL") or None,
+            turn_model=env.get("VOICESTREAM_TURN_MODEL") or None,
         )
         chosen = {k: v for k, v in overrides.items() if v is not None}
         if chosen.get("first_clause_words") == 0:

@@ -6,8 +6,8 @@ validate every server event against; the clients that speak it (the SDK's
 ``realtime.connect()``, pipecat's ``OpenAIRealtimeLLMService``, LiveKit's
 ``openai.realtime.RealtimeModel``) send the same client events. Parsing is lenient where the
 protocol is (unknown fields ignored, ``null`` for absent), strict where it matters (types,
-ranges), and what the agent does not do (tools, MCP, images, semantic turn detection) is
-refused by name with :class:`RealtimeError` rather than silently ignored.
+ranges), and what the agent does not do (tools, MCP, images) is refused by name with
+:class:`RealtimeError` rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -101,6 +101,39 @@ class ServerVad(_Model):
     interrupt_response: bool = True
 
 
+EAGERNESS_MAX_PAUSE_MS: Mapping[str, int] = {"low": 8000, "medium": 4000, "high": 2000, "auto": 4000}
+"""How long a turn that sounds unfinished may pause before it ends anyway, by `eagerness`, as
+OpenAI documents ``semantic_vad`` (``auto`` is ``medium``)."""
+
+
+class SemanticVad(_Model):
+    """Turn detection that asks whether the turn is finished: at each pause in the speech an
+    end-of-turn model (the audio) and the words heard so far judge it; a finished turn ends
+    there, an unfinished one waits for more speech, at most `max_pause_ms` (`eagerness`).
+    Speech is found as `server_vad` finds it, with its defaults."""
+
+    type: Literal["semantic_vad"] = "semantic_vad"
+    eagerness: Literal["low", "medium", "high", "auto"] = "auto"
+    create_response: bool = True
+    interrupt_response: bool = True
+
+    threshold: ClassVar[float] = ServerVad.model_fields["threshold"].default
+    prefix_padding_ms: ClassVar[int] = ServerVad.model_fields["prefix_padding_ms"].default
+
+    @property
+    def max_pause_ms(self) -> int:
+        return EAGERNESS_MAX_PAUSE_MS[self.eagerness]
+
+    def as_server_vad(self) -> ServerVad:
+        """The server VAD that stands in where the end-of-turn model is not installed."""
+        return ServerVad(
+            create_response=self.create_response, interrupt_response=self.interrupt_response
+        )
+
+
+TurnDetection = Annotated[ServerVad | SemanticVad, Field(discriminator="type")]
+
+
 class Transcription(_Model):
     model: str | None = None
     language: str | None = None
@@ -110,7 +143,7 @@ class Transcription(_Model):
 class AudioInput(_Model):
     format: AudioFormat = Field(default_factory=AudioFormat)
     transcription: Transcription | None = None
-    turn_detection: ServerVad | None = Field(default_factory=ServerVad)
+    turn_detection: TurnDetection | None = Field(default_factory=ServerVad)
 
 
 class AudioOutput(_Model):
@@ -154,7 +187,8 @@ def updated_session(
     current: SessionConfig, update: Any, event_id: str | None = None
 ) -> SessionConfig:
     """`current` with a ``session.update``'s ``session`` merged in (fields it leaves out keep
-    their values; ``turn_detection: null`` or ``false`` turns server VAD off)."""
+    their values; ``turn_detection: null`` or ``false`` turns turn detection off, and one of
+    another ``type`` replaces it whole)."""
     if not isinstance(update, dict):
         raise RealtimeError("session must be an object", param="session", event_id=event_id)
     if update.get("type", "realtime") != "realtime":
@@ -162,30 +196,14 @@ def updated_session(
     for name, what in _UNSUPPORTED_SESSION.items():
         if update.get(name):
             raise unsupported(what, f"session.{name}", event_id)
-    update = _semantic_vad_as_server_vad(update, event_id)
     merged = _merge(current.model_dump(mode="json"), update)
+    detection = merged["audio"]["input"].get("turn_detection")
+    if isinstance(detection, dict):
+        detection.setdefault("type", "server_vad")
     try:
         return SessionConfig.model_validate(merged)
     except ValidationError as error:
         raise _invalid(error, "session", event_id) from None
-
-
-def _semantic_vad_as_server_vad(update: dict[str, Any], event_id: str | None) -> dict[str, Any]:
-    """`semantic_vad` (LiveKit's default) is served by the server VAD: its `eagerness` has
-    no counterpart, its `create_response` and `interrupt_response` are kept."""
-    audio_input = (update.get("audio") or {}).get("input") or {}
-    detection = audio_input.get("turn_detection")
-    if not isinstance(detection, dict) or detection.get("type", "server_vad") == "server_vad":
-        return update
-    if detection.get("type") != "semantic_vad":
-        raise unsupported(
-            f"turn detection {detection.get('type')!r}",
-            "session.audio.input.turn_detection",
-            event_id,
-        )
-    kept = {k: detection[k] for k in ("create_response", "interrupt_response") if k in detection}
-    served = {**audio_input, "turn_detection": {"type": "server_vad", **kept}}
-    return {**update, "audio": {**update["audio"], "input": served}}
 
 
 def _merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
@@ -193,11 +211,21 @@ def _merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in update.items():
         if key == "turn_detection" and value is False:
             value = None
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+        if key == "turn_detection" and _retyped(merged.get(key), value):
+            merged[key] = value
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = _merge(merged[key], value)
         elif value is not None or key == "turn_detection":
             merged[key] = value
     return merged
+
+
+def _retyped(current: Any, update: Any) -> bool:
+    """A turn detection of another ``type`` (``server_vad`` to ``semantic_vad``, say): it
+    replaces the current one rather than merging into it."""
+    if not isinstance(current, dict) or not isinstance(update, dict):
+        return False
+    return update.get("type", current.get("type")) != current.get("type")
 
 
 def _invalid(error: ValidationError, prefix: str, event_id: str | None) -> RealtimeError:

@@ -4,7 +4,9 @@ The session holds its configuration (`session.update`), the input audio buffer w
 detection, the conversation, and at most one response at a time. Turn detection runs as
 audio arrives; a turn that ends is committed as a user item, transcribed with the agent's
 Whisper (in a thread, while the socket goes on reading), and answered when the session says
-`create_response`. With `interrupt_response`, speech that starts while an answer is being
+`create_response`. With `semantic_vad` each pause is judged before more audio is heard:
+Smart Turn on the audio and Whisper's pass on the turn so far (`end_of_turn`) say whether
+the turn ends there. With `interrupt_response`, speech that starts while an answer is being
 sent cancels it, and an answer still playing at the client (by real time since its first
 audio) is cut to what had been heard: the client's `conversation.item.truncate` corrects
 both to the word.
@@ -23,9 +25,22 @@ from typing import Any
 from voicestream.agent.conversation import Turn
 from voicestream.agent.realtime.codecs import InputDecoder
 from voicestream.agent.realtime.conversation import RealtimeConversation
+from voicestream.agent.realtime.end_of_turn import (
+    SmartTurn,
+    TurnModelUnavailable,
+    Verdict,
+    verdict,
+)
 from voicestream.agent.realtime.responder import AnswerSetup, Response
 from voicestream.agent.realtime.turns import InputAudio
-from voicestream.agent.realtime.vad import Pause, SpeechStart, SpeechStop, VadUnavailable
+from voicestream.agent.realtime.vad import (
+    NoWords,
+    Pause,
+    SpeechStart,
+    SpeechStop,
+    TurnEvent,
+    VadUnavailable,
+)
 from voicestream.agent.service import AgentService
 from voicestream.protocol import ProtocolError
 from voicestream.protocol.realtime import (
@@ -52,6 +67,7 @@ from voicestream.protocol.realtime import (
     RealtimeError,
     ResponseCancel,
     ResponseCreate,
+    SemanticVad,
     ServerEvent,
     SessionConfig,
     SessionCreated,
@@ -75,6 +91,9 @@ TRANSCRIPTION_WAIT_S = 60.0
 INTERIM_EVERY_MS = 1000
 """While the user speaks (with `audio.input.transcription` set), the turn so far is
 transcribed again after this much more of it, one pass at a time."""
+VERDICT_WAIT_S = 10.0
+"""The longest a pause waits for its verdict (the socket reads nothing meanwhile); past it
+the turn goes on, and ends at the eagerness's longest pause."""
 
 
 class RealtimeSession:
@@ -93,6 +112,8 @@ class RealtimeSession:
         self.conversation = RealtimeConversation(history)
         self._send = send
         self._drop = drop
+        self._end_of_turn: SmartTurn | None = None
+        """Smart Turn, once a session asks for `semantic_vad`."""
         try:
             self.audio = self._input_audio(0)
         except RealtimeError:  # no faster-whisper here (the slim image): manual turns
@@ -185,8 +206,18 @@ class RealtimeSession:
 
     def _input_audio(self, start_ms: int) -> InputAudio:
         audio = self.config.audio.input
+        detection = audio.turn_detection
+        if isinstance(detection, SemanticVad):
+            try:
+                self._end_of_turn = SmartTurn.load(self.service.settings.turn_model)
+            except TurnModelUnavailable as error:
+                logger.warning("semantic_vad is served by server_vad here: %s", error)
+                detection = detection.as_server_vad()
+                self.config = updated_session(
+                    self.config, {"audio": {"input": {"turn_detection": detection.model_dump()}}}
+                )
         try:
-            return InputAudio(audio.format.type, audio.turn_detection, start_ms)
+            return InputAudio(audio.format.type, detection, start_ms)
         except VadUnavailable as error:
             raise unsupported(
                 f"server VAD here ({error})", "session.audio.input.turn_detection"
@@ -213,28 +244,62 @@ class RealtimeSession:
             raise RealtimeError(
                 "audio is not base64", param="audio", event_id=event.event_id
             ) from None
-        vad = self.config.audio.input.turn_detection
-        for turn in self.audio.append(data):
-            if isinstance(turn, SpeechStart):
-                interrupting = vad is not None and vad.interrupt_response
-                if interrupting and self.response is not None:
-                    self.response.muted = True  # none of its audio follows speech_started
-                # OpenAI's order, which pipecat and LiveKit stop playback on: speech_started,
-                # then the interrupted answer's response.done (cancelled).
-                await self.send(SpeechStarted(audio_start_ms=turn.ms, item_id=self.audio.item_id))
-                if interrupting:
-                    await self._interrupt()
-            elif isinstance(turn, SpeechStop):
-                await self.send(SpeechStopped(audio_end_ms=turn.ms, item_id=self.audio.item_id))
-                start_ms = max(0, turn.ms - self.audio.held_ms)
-                respond = vad is not None and vad.create_response
-                await self._commit(start_ms, respond, speech_end_ms=turn.ms)
-            elif isinstance(turn, Pause):
-                self._transcribe_early(turn.ms)
+        await self._hear(self.audio.append(data))
         if self._early is not None and self._early[1] != self.audio.speech_end_ms:
             self._early[2].cancel()  # the speaker went on: this pause did not end the turn
             self._early = None
         self._transcribe_partly()
+
+    async def _hear(self, turns: list[TurnEvent]) -> None:
+        """Act on turn events in order; past each that the detector holds on (a pause to
+        judge, the end of a turn to commit), hear the audio behind it."""
+        while True:
+            for turn in turns:
+                await self._on_turn(turn)
+            held = self.audio.holding
+            if held is None:
+                return
+            judged = await self._verdict(held.ms) if isinstance(held, Pause) else None
+            turns = self.audio.go_on(judged)
+
+    async def _on_turn(self, turn: TurnEvent) -> None:
+        vad = self.config.audio.input.turn_detection
+        if isinstance(turn, SpeechStart):
+            interrupting = vad is not None and vad.interrupt_response
+            if interrupting and self.response is not None:
+                self.response.muted = True  # none of its audio follows speech_started
+            # OpenAI's order, which pipecat and LiveKit stop playback on: speech_started,
+            # then the interrupted answer's response.done (cancelled).
+            await self.send(SpeechStarted(audio_start_ms=turn.ms, item_id=self.audio.item_id))
+            if interrupting:
+                await self._interrupt()
+        elif isinstance(turn, SpeechStop):
+            await self.send(SpeechStopped(audio_end_ms=turn.ms, item_id=self.audio.item_id))
+            start_ms = max(0, turn.ms - self.audio.held_ms)
+            respond = vad is not None and vad.create_response
+            await self._commit(start_ms, respond, speech_end_ms=turn.ms)
+        elif isinstance(turn, NoWords):  # noise: the speech stopped, and nothing was said
+            await self.send(SpeechStopped(audio_end_ms=turn.ms, item_id=self.audio.item_id))
+            self._early_transcript(self.audio.item_id, None)
+            self.audio.clear()
+        elif isinstance(turn, Pause):
+            self._transcribe_early(turn.ms)
+
+    async def _verdict(self, speech_end_ms: int) -> Verdict:
+        """Is the turn, paused after speech that ended at `speech_end_ms`, finished? Smart
+        Turn on the audio heard and the pause's Whisper pass (`_transcribe_early`), at once."""
+        assert self._end_of_turn is not None  # loaded with the semantic VAD's buffer
+        early = self._early[2] if self._early and self._early[1] == speech_end_ms else None
+        try:
+            async with asyncio.timeout(VERDICT_WAIT_S):
+                probability = await self._end_of_turn.probability_async(self.audio.peek())
+                if early is not None:
+                    await asyncio.wait({early})  # not `await early`: its failure is not ours
+        except TimeoutError:
+            logger.warning("no verdict on a pause within %g s: the turn goes on", VERDICT_WAIT_S)
+            return Verdict.GOES_ON
+        heard = early is not None and not early.cancelled() and early.exception() is None
+        return verdict(probability, early.result() if heard else None)
 
     def _transcribe_early(self, speech_end_ms: int) -> None:
         """At a pause, hear the turn so far: if the silence goes on to end the turn, its

@@ -7,11 +7,20 @@ has stayed below it (less a small hysteresis) for the silence duration. A shorte
 is a `Pause`: the turn may end there, so its transcription can start before the stop is
 certain. Times are in milliseconds of input audio since the session started, as the API
 counts them.
+
+Judged (`semantic_vad`), a pause is a question: the detector holds the audio after it until
+`decide` is given the verdict (`end_of_turn`), so that a turn ends where it was judged
+finished in the audio's own time, however long the verdict took, and what follows is heard
+after it; the silence duration is then the longest an unfinished turn may pause. Speech
+starts only after `MIN_SPEECH_WINDOWS` windows of it in a row (a click or a beep is one).
+Either way the detector also holds after each end of a turn, until the turn has been taken
+from the buffer (`go_on`): what follows belongs to the next turn.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -19,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from voicestream.agent.realtime.codecs import ANALYSIS_RATE
+from voicestream.agent.realtime.end_of_turn import Verdict
 from voicestream.audio.pcm import FloatArray
 
 WINDOW = 512
@@ -31,6 +41,9 @@ PAUSE_MS = 160
 """Silence this long (at most half the silence duration) is a `Pause`: long enough that a
 word's own gaps rarely reach it, early enough that Whisper (about 0.3 s for a question on
 two cores) has heard the turn by the time the silence duration ends it."""
+MIN_SPEECH_WINDOWS = 3
+"""Judged, speech starts after this many windows of it in a row (96 ms): a beep, a click or a
+chord that Silero scores as speech for a window or two starts no turn."""
 
 _session: Any = None
 _session_lock = threading.Lock()
@@ -72,6 +85,11 @@ class SileroVad:
         self._context = np.zeros(CONTEXT, np.float32)
         self._pending = np.zeros(0, np.float32)
 
+    @property
+    def partial(self) -> int:
+        """Samples waiting for a whole window."""
+        return len(self._pending)
+
     def probabilities(self, samples: FloatArray) -> list[float]:
         """One probability per whole window of `samples` (16 kHz), in order; a partial window
         waits for the next call."""
@@ -108,39 +126,98 @@ class Pause:
     ms: int
 
 
-class TurnDetector:
-    """Speech start and stop events from a stream of 16 kHz samples."""
+@dataclass(frozen=True, slots=True)
+class NoWords:
+    """Judged: the speech that started was no words (noise); it ended at `ms`, as no turn."""
 
-    def __init__(self, threshold: float, silence_duration_ms: int) -> None:
+    ms: int
+
+
+TurnEvent = SpeechStart | SpeechStop | Pause | NoWords
+
+
+class TurnDetector:
+    """Speech start and stop events from a stream of 16 kHz samples; with `judged`, a pause
+    waits for its verdict (`decide`)."""
+
+    def __init__(self, threshold: float, silence_duration_ms: int, judged: bool = False) -> None:
         self.threshold = threshold
         self.silence_duration_ms = silence_duration_ms
-        self.vad = SileroVad()
+        self.judged = judged
         self.pause_ms = min(PAUSE_MS, silence_duration_ms // 2)
+        self.min_speech = MIN_SPEECH_WINDOWS if judged else 1
         self.vad = SileroVad()
         self.speaking = False
         self.last_speech_ms = 0
         """Where the last window of speech ended."""
+        self.holding: TurnEvent | None = None
+        """The event the windows after wait on: a judged `Pause` (for `decide`), or the end
+        of a turn (for `go_on`)."""
+        self._held: deque[float] = deque()
+        """Probabilities of windows not yet heard (while holding)."""
         self._window = 0
+        self._run = 0
+        """Windows of speech in a row, up to the one heard last."""
         self._paused = False
 
-    def feed(self, samples: FloatArray) -> list[SpeechStart | SpeechStop | Pause]:
-        events: list[SpeechStart | SpeechStop | Pause] = []
-        for probability in self.vad.probabilities(samples):
+    @property
+    def unheard(self) -> int:
+        """Samples received after the last window heard (none unless holding)."""
+        return len(self._held) * WINDOW + self.vad.partial if self.holding else 0
+
+    def feed(self, samples: FloatArray) -> list[TurnEvent]:
+        self._held.extend(self.vad.probabilities(samples))
+        return self._hear()
+
+    def decide(self, verdict: Verdict) -> list[TurnEvent]:
+        """The verdict on the pause held (`holding`): the turn ends there, or goes on."""
+        match self.holding:
+            case Pause(ms=ms):
+                pass
+            case _:
+                raise RuntimeError("no pause waits for a verdict")
+        if verdict is Verdict.GOES_ON:
+            self.holding = None
+            return self._hear()
+        self.speaking = False
+        self.holding = SpeechStop(ms) if verdict is Verdict.FINISHED else NoWords(ms)
+        return [self.holding]
+
+    def go_on(self) -> list[TurnEvent]:
+        """After the end of a turn (once taken from the buffer): hear what came after it."""
+        match self.holding:
+            case SpeechStop() | NoWords():
+                self.holding = None
+            case _:
+                raise RuntimeError("no end of a turn is held")
+        return self._hear()
+
+    def _hear(self) -> list[TurnEvent]:
+        events: list[TurnEvent] = []
+        while self._held and self.holding is None:
+            probability = self._held.popleft()
             start_ms = self._window * WINDOW_MS
             self._window += 1
-            silent_ms = start_ms + WINDOW_MS - self.last_speech_ms
             if probability >= self.threshold:
-                self.last_speech_ms = start_ms + WINDOW_MS
-                self._paused = False
-                if not self.speaking:
-                    self.speaking = True
-                    events.append(SpeechStart(start_ms))
-            elif not self.speaking or probability >= self.threshold - HYSTERESIS:
+                self._run += 1
+                if self.speaking or self._run >= self.min_speech:
+                    self.last_speech_ms = start_ms + WINDOW_MS
+                    self._paused = False
+                    if not self.speaking:
+                        self.speaking = True
+                        events.append(SpeechStart(start_ms - (self._run - 1) * WINDOW_MS))
                 continue
-            elif silent_ms >= self.silence_duration_ms:
+            self._run = 0
+            if not self.speaking or probability >= self.threshold - HYSTERESIS:
+                continue
+            silent_ms = start_ms + WINDOW_MS - self.last_speech_ms
+            if silent_ms >= self.silence_duration_ms:
                 self.speaking = False
-                events.append(SpeechStop(self.last_speech_ms))
+                self.holding = SpeechStop(self.last_speech_ms)
+                events.append(self.holding)
             elif silent_ms >= self.pause_ms and not self._paused:
                 self._paused = True
                 events.append(Pause(self.last_speech_ms))
+                if self.judged:
+                    self.holding = events[-1]
         return events

@@ -11,9 +11,8 @@ import logging
 import socket
 import struct
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -86,6 +85,10 @@ ABORT = "voicestream.abort"
 """The scope extension through which a WebSocket route or an HTTP response drops its
 connection at once (``scope["extensions"][ABORT]["abort"]()``; :func:`abort_connection`)."""
 
+END_UNFINISHED = "voicestream.end_unfinished"
+"""The scope extension through which an HTTP response's connection closes once what was
+written is sent, without the body's last chunk (:func:`end_unfinished`)."""
+
 
 def drop_now(transport: asyncio.BaseTransport) -> None:
     """Close ``transport`` at once: its unsent bytes are discarded and the peer gets a reset.
@@ -112,6 +115,18 @@ def abort_connection(scope: Scope) -> bool:
     return True
 
 
+def end_unfinished(scope: Scope) -> bool:
+    """Close the connection of the HTTP ``scope`` once what was written is sent, without the
+    body's last chunk, so that its client reads an unfinished body, never a whole short one
+    (a stream the drain cut, `voicestream.drain`); False where the server does not offer
+    :data:`END_UNFINISHED`."""
+    end = scope.get("extensions", {}).get(END_UNFINISHED)
+    if end is None:
+        return False
+    end["end"]()
+    return True
+
+
 class WebSocketsWithTransport(WebSocketsSansIOProtocol):
     """uvicorn's ``websockets-sansio`` protocol that also offers the routes two scope
     extensions over its transport. :data:`WRITE_BUFFER`: a send returns while what it wrote
@@ -131,12 +146,15 @@ class WebSocketsWithTransport(WebSocketsSansIOProtocol):
 class HttpToolsWithTransport(HttpToolsProtocol):
     """uvicorn's ``httptools`` protocol that offers each request :data:`ABORT`: a streamed
     response whose client read nothing for the send timeout drops its connection at once
-    (:class:`BoundedStreamingResponse`) instead of leaving it open until the client hangs up."""
+    (:class:`BoundedStreamingResponse`) instead of leaving it open until the client hangs up;
+    and :data:`END_UNFINISHED`: a stream the drain cut ends without its last chunk."""
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         transport = self.transport
-        self.scope.setdefault("extensions", {})[ABORT] = {"abort": lambda: drop_now(transport)}
+        extensions = self.scope.setdefault("extensions", {})
+        extensions[ABORT] = {"abort": lambda: drop_now(transport)}
+        extensions[END_UNFINISHED] = {"end": transport.close}
 
 
 CONNECTION_PROTOCOLS: dict[str, Any] = {"http": HttpToolsWithTransport, "ws": WebSocketsWithTransport}
@@ -155,47 +173,6 @@ class BoundedServer(uvicorn.Server):
         for server in getattr(self, "servers", []):
             for sock in server.sockets:
                 cap_send_buffer(sock, self.send_buffer_bytes)
-
-
-class DrainingServer(BoundedServer):
-    """uvicorn that drains before it shuts down.
-
-    On the first SIGTERM (what Docker, Kubernetes, SageMaker and AgentCore send) or Ctrl-C,
-    ``drain`` runs while the server still listens (so ``/ping`` can answer 503 and in-flight
-    work can finish); uvicorn's own shutdown follows when it returns. A second signal stops
-    at once.
-    """
-
-    def __init__(
-        self, config: uvicorn.Config, drain: Callable[[], Awaitable[None]], send_buffer_bytes: int | None = None
-    ) -> None:
-        super().__init__(config, send_buffer_bytes)
-        self._drain = drain
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._draining: asyncio.Task[None] | None = None
-
-    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-        self._loop = asyncio.get_running_loop()
-        await super().serve(sockets)
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self._draining is not None or self._loop is None or self.should_exit:
-            super().handle_exit(sig, frame)
-            return
-        self._captured_signals.append(sig)
-        self._loop.call_soon_threadsafe(self._start_draining)
-
-    def _start_draining(self) -> None:
-        assert self._loop is not None
-        self._draining = self._loop.create_task(self._drain_then_exit(), name="drain")
-
-    async def _drain_then_exit(self) -> None:
-        try:
-            await self._drain()
-        except Exception:
-            log.exception("draining failed; shutting down now")
-        finally:
-            self.should_exit = True
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -35,9 +35,9 @@ from tests.deploy.chart import (
 from tests.test_dockerfiles import AGENT_DOCKERFILE, COMPOSE, SPEECH_DOCKERFILE, parse_dockerfile
 
 from voicestream.agent.app import DEFAULT_GRACE_S
+from voicestream.drain import CLOSE_S, SHUTDOWN_S, exit_deadline_s
 from voicestream.infra.config import CONTAINER_STARTUP_TIMEOUT_S, image_flavor
 from voicestream.server import ServerSettings
-from voicestream.server.app import SESSIONS_CLOSE_S
 from voicestream.server.metrics import ServerMetrics
 from voicestream.server.runner import _config
 
@@ -195,21 +195,25 @@ def test_checkov_with_the_reviewed_skips(rendered: dict[str, list[dict[str, Any]
 # --- drain: the grace arithmetic and the probes -------------------------------------------
 
 
-def test_termination_grace_covers_prestop_drain_session_close_and_shutdown() -> None:
+def test_termination_grace_covers_prestop_and_the_servers_own_exit_deadline() -> None:
+    """Each pod's grace is its preStop sleep plus its server's deadline from SIGTERM to exit
+    (`voicestream.drain`: the grace, the close, the shutdown), so that the kubelet never kills
+    a server that is still closing what it cut."""
     drain = values()["drain"]
-    assert drain["sessionCloseSeconds"] == SESSIONS_CLOSE_S
-    assert drain["shutdownSeconds"] == _config(ServerSettings(), None, "warning").timeout_graceful_shutdown
+    assert drain["sessionCloseSeconds"] == CLOSE_S
+    assert drain["shutdownSeconds"] == SHUTDOWN_S
+    assert _config(ServerSettings(), None, "warning").timeout_graceful_shutdown < SHUTDOWN_S
     assert drain["graceSeconds"] == ServerSettings().grace_s
     assert values()["agent"]["graceSeconds"] == DEFAULT_GRACE_S
     settings = {"drain.preStopSeconds": 7, "drain.graceSeconds": 42.5, "agent.enabled": True}
     docs = render(settings=settings)
     speech = named(docs, "Deployment", "speech")["spec"]["template"]["spec"]
-    assert speech["terminationGracePeriodSeconds"] == math.ceil(7 + 42.5 + SESSIONS_CLOSE_S + drain["shutdownSeconds"])
+    assert speech["terminationGracePeriodSeconds"] == math.ceil(7 + exit_deadline_s(42.5))
     (container,) = speech["containers"]
     assert option(container, "--grace-s") == "42.5"
     assert container["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "7"]
     agent = named(docs, "Deployment", "agent")["spec"]["template"]["spec"]
-    assert agent["terminationGracePeriodSeconds"] == math.ceil(7 + DEFAULT_GRACE_S + drain["shutdownSeconds"])
+    assert agent["terminationGracePeriodSeconds"] == math.ceil(7 + exit_deadline_s(DEFAULT_GRACE_S))
 
 
 def test_probes_ping_for_startup_and_readiness_tcp_for_liveness(rendered: dict[str, list[dict[str, Any]]]) -> None:

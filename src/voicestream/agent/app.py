@@ -45,10 +45,10 @@ from voicestream.agent.voices import voices_route
 from voicestream.asgi import (
     CONNECTION_PROTOCOLS,
     BoundedStreamingResponse,
-    DrainingServer,
     free_port,
     serving,
 )
+from voicestream.drain import DrainingServer, DrainWatch
 from voicestream.limits import SEND_BUFFER_BYTES
 from voicestream.protocol import encode_sse
 from voicestream.web import AGENT_PAGE, page_routes
@@ -126,6 +126,7 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)
     protect(app, AccessPolicy(settings.api_key, settings.cors_origins, settings.allowed_hosts))
     app.add_middleware(DrainingPing, service=service)
+    app.add_middleware(DrainWatch, drain=service.edge)
 
     async def realtime(websocket: WebSocket) -> None:
         await serve_realtime(websocket, service)
@@ -165,7 +166,8 @@ def serve_agent(
         app, host=host, port=port, access_log=False, log_config=None, **CONNECTION_PROTOCOLS
     )
     DrainingServer(
-        config, drain=lambda: service.drain(grace_s), send_buffer_bytes=SEND_BUFFER_BYTES
+        config, drain=lambda: service.drain(grace_s), grace_s=grace_s,
+        send_buffer_bytes=SEND_BUFFER_BYTES,
     ).run()
 
 

@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncGenerator
-from typing import Any, Protocol
+from typing import Any
 
 from strands.models import Model
 
@@ -18,6 +18,7 @@ from voicestream.agent.llm import system_prompt
 from voicestream.agent.runtime import run
 from voicestream.agent.settings import AgentSettings
 from voicestream.agent.speech_input import SpeechRecognizer
+from voicestream.drain import Drain, GoesAway
 from voicestream.protocol import (
     MAX_SESSION_ID_CHARS,
     SESSION_HEADER,
@@ -32,19 +33,6 @@ from voicestream.protocol import (
 )
 
 logger = logging.getLogger(__name__)
-
-SOCKETS_CLOSE_S = 5.0
-"""After the grace period: how long Realtime sockets may take to close."""
-
-
-class RealtimeSocketLike(Protocol):
-    """What the drain needs of an open Realtime socket (the socket module imports this one)."""
-
-    @property
-    def idle(self) -> bool: ...
-
-    def go_away(self) -> None: ...
-
 
 def _refusal(code: ErrorCode, message: str) -> list[dict[str, Any]]:
     """An answer that ends before it starts: `error`, then `agent_end`."""
@@ -66,8 +54,10 @@ class AgentService:
         self.conversations = ConversationStore(settings.conversations)
         self.active_answers = 0
         self.draining = False
-        self.sockets: set[RealtimeSocketLike] = set()
+        self.sockets: set[GoesAway] = set()
         """The open Realtime sockets (the drain sends each away once it is idle)."""
+        self.edge = Drain()
+        """The drain's waits; the app's `DrainWatch` wakes them."""
         self._lock = threading.Lock()
 
     def warm_up(self) -> None:
@@ -89,23 +79,12 @@ class AgentService:
         threading.Thread(target=load_quietly, name="llm-load", daemon=True).start()
 
     async def drain(self, grace_s: float) -> None:
-        """Refuse new answers and sockets, wait up to `grace_s` for those under way to end:
-        a Realtime socket goes away (1001) as soon as it has nothing left to send, and at
-        the end of the grace whatever it holds (as the speech server's connections do)."""
+        """Refuse new answers and sockets, wait up to `grace_s` for those under way to end
+        (`voicestream.drain`): a Realtime socket goes away (1001) as soon as it has nothing
+        left to send, and at the end of the grace whatever it holds (as the speech server's
+        connections do); an answer still being streamed then ends without its last chunk."""
         self.draining = True
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(grace_s):
-                while self.active_answers or self.sockets:
-                    for socket in list(self.sockets):
-                        if socket.idle:
-                            socket.go_away()
-                    await asyncio.sleep(0.05)
-        for socket in list(self.sockets):
-            socket.go_away()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(SOCKETS_CLOSE_S):
-                while self.sockets:
-                    await asyncio.sleep(0.05)
+        await self.edge.run(grace_s, self.sockets, lambda: not self.active_answers and not self.sockets)
 
     def admit(self) -> bool:
         """Count one more answer under way, unless draining or at `max_answers`; each

@@ -21,6 +21,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from voicestream.access import AccessPolicy, accepted_subprotocol, protect
+from voicestream.drain import Drain, DrainWatch
 from voicestream.engine import KokoroEngine
 from voicestream.engine.memory import IdleRelease
 from voicestream.protocol import ErrorCode, ErrorFrame
@@ -69,6 +70,8 @@ class ServerState:
         self.service: SpeechService | None = None
         self.failure: str | None = None
         self.draining = False
+        self.edge = Drain()
+        """The drain's waits; the app's `DrainWatch` wakes them."""
 
     async def wait(self) -> SpeechService | None:
         with contextlib.suppress(TimeoutError):
@@ -76,37 +79,22 @@ class ServerState:
                 await self.ready.wait()
         return self.service
 
-
     async def drain(self) -> None:
-        """SIGTERM: refuse new sessions and requests, let accepted ones finish within
-        ``grace_s``, then close the sessions that remain with 1001 (going away). A
-        connection with nothing left to send goes away at once (`Connection.idle`)."""
+        """SIGTERM (`voicestream.drain`): refuse new sessions and requests, let accepted ones
+        finish within ``grace_s``; a session with nothing left to send goes away (1001) at
+        once. Then cut: the sessions left close with 1001, every unfinished request fails
+        ``busy`` (a session's or an SSE stream's error frame), and an HTTP stream still being
+        sent ends without its last chunk."""
         self.draining = True
         service = self.service
         if service is None:
             return
         service.draining = True
         log.info("draining: finishing %d requests on %d sessions within %g s",
-                 service.scheduler.depth, len(service.sessions), self.settings.grace_s)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.settings.grace_s):
-                while not service.drained:
-                    for session in list(service.sessions):
-                        if session.idle:
-                            session.go_away()
-                    await asyncio.sleep(0.05)
-        if not service.drained:
-            log.warning("grace period over: dropping %d unfinished requests", service.scheduler.depth)
-        for session in list(service.sessions):
-            session.go_away()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(SESSIONS_CLOSE_S):
-                while service.sessions:
-                    await asyncio.sleep(0.05)
-
-
-SESSIONS_CLOSE_S = 5.0
-"""After the grace period: how long sessions may take to send their going-away close."""
+                 service.scheduler.depth, len(service.connections), self.settings.grace_s)
+        await self.edge.run(
+            self.settings.grace_s, service.connections, lambda: service.drained, end=service.scheduler.stop
+        )
 
 
 async def ping(request: Request) -> Response:
@@ -206,5 +194,6 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
         lifespan=lifespan,
     )
     app.state.server = state
+    app.add_middleware(DrainWatch, drain=state.edge)
     protect(app, AccessPolicy(settings.api_key, settings.cors_origins, settings.allowed_hosts))
     return app

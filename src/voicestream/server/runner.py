@@ -7,7 +7,8 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from voicestream.asgi import CONNECTION_PROTOCOLS, DrainingServer, free_port, serving
+from voicestream.asgi import CONNECTION_PROTOCOLS, free_port, serving
+from voicestream.drain import UVICORN_SHUTDOWN_S, DrainingServer
 from voicestream.engine import KokoroEngine
 from voicestream.server.app import create_app
 from voicestream.server.settings import ServerSettings
@@ -17,16 +18,18 @@ def _config(settings: ServerSettings, engine: KokoroEngine | None, log_level: st
     """uvicorn's settings; ``log_config=None`` leaves logging to ``voicestream.logs``."""
     return uvicorn.Config(
         create_app(settings, engine), host=settings.host, port=settings.port, log_level=log_level,
-        **CONNECTION_PROTOCOLS, ws_ping_interval=20.0, ws_ping_timeout=20.0, timeout_graceful_shutdown=5,
-        ws_max_size=settings.max_body_bytes, log_config=None,
+        **CONNECTION_PROTOCOLS, ws_ping_interval=20.0, ws_ping_timeout=20.0,
+        timeout_graceful_shutdown=UVICORN_SHUTDOWN_S, ws_max_size=settings.max_body_bytes, log_config=None,
     )
 
 
 def serve(settings: ServerSettings, log_level: str = "info") -> None:
-    """Run until SIGTERM or Ctrl-C, then drain (``voicestream serve``, the container
-    entrypoint). Logging is set up by the caller (``voicestream.logs``)."""
+    """Run until SIGTERM or Ctrl-C, then drain and exit within ``voicestream.drain``'s
+    deadline (``voicestream serve``, the container entrypoint). Logging is set up by the
+    caller (``voicestream.logs``)."""
     config = _config(settings, None, log_level)
-    DrainingServer(config, drain=config.app.state.server.drain, send_buffer_bytes=settings.send_buffer_bytes).run()
+    drain = config.app.state.server.drain
+    DrainingServer(config, drain, settings.grace_s, send_buffer_bytes=settings.send_buffer_bytes).run()
 
 
 @contextmanager

@@ -286,17 +286,24 @@ class SynthesisScheduler:
             log.exception("scheduler worker %s could not be restarted", task.get_name())
 
     async def stop(self) -> None:
+        """Stop for good (the drain's cut, then the app's end; once is enough): every model
+        run going stops between two nodes, every request not finished fails ``busy`` (its
+        route tells its client), the workers end. Never waits for a worker's thread: a run
+        that does not stop at once finishes on its own and its audio is dropped, or the
+        process exits first (`voicestream.drain`)."""
+        if self._stopping:
+            return
         self._stopping = True
+        for running in self._running.values():  # before the workers end: each forgets its order then
+            running.order.leave.set()
+            running.order.stop.stop()
         reaper = [self._reaper] if self._reaper is not None else []
         for task in [*self._tasks, *reaper]:
             task.cancel()
         await asyncio.gather(*self._tasks, *reaper, return_exceptions=True)
         self._tasks.clear()
-        for running in self._running.values():
-            running.order.leave.set()
-            running.order.stop.stop()
         for job in self._jobs:
-            job.cancel()
+            job.fail(JobFailed(ErrorCode.BUSY, "The server shut down before this request was finished; send it again."))
         self._jobs.clear()
         self._urgent_pool.shutdown(wait=False, cancel_futures=True)
         self._ranked_pool.shutdown(wait=False, cancel_futures=True)

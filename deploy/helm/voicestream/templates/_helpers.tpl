@@ -37,17 +37,21 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/* The speech pod's terminationGracePeriodSeconds: SIGTERM comes after the preStop sleep,
-then in-flight requests get --grace-s, remaining sessions the server's close time, and
-uvicorn its own shutdown. Computed here so that it is never typed twice. */}}
+then the server exits within its own deadline (voicestream.drain): in-flight requests get
+--grace-s, what was cut the close time, uvicorn and the exit the shutdown time. Computed here
+so that it is never typed twice. */}}
 {{- define "voicestream.speechTerminationGrace" -}}
 {{- with .Values.drain -}}
 {{ addf .preStopSeconds .graceSeconds .sessionCloseSeconds .shutdownSeconds | ceil | int }}
 {{- end -}}
 {{- end -}}
 
-{{/* The agent drains too (--grace-s of its own), after the same preStop sleep. */}}
+{{/* The agent drains the same way (--grace-s of its own, the same close and shutdown), after
+the same preStop sleep. */}}
 {{- define "voicestream.agentTerminationGrace" -}}
-{{ addf .Values.drain.preStopSeconds .Values.agent.graceSeconds .Values.drain.shutdownSeconds | ceil | int }}
+{{- with .Values.drain -}}
+{{ addf .preStopSeconds $.Values.agent.graceSeconds .sessionCloseSeconds .shutdownSeconds | ceil | int }}
+{{- end -}}
 {{- end -}}
 
 {{/* The Secret holding the API key, or nothing when there is no key. */}}

@@ -18,7 +18,7 @@ from tests.server.faults import (
 )
 from tests.server.wire import WirePeer
 
-import voicestream.server.requests as server_requests
+import voicestream.server.core as server_core
 from voicestream.server import ServerSettings, free_port, running_server
 
 
@@ -51,13 +51,13 @@ async def test_encoder_failure_is_internal_and_session_goes_on(
     faulty_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An encoder that fails as it finishes: the request gets `internal`, the sender lives on."""
-    real = server_requests.create_encoder
+    real = server_core.create_encoder
 
     def create_encoder(format: str, sample_rate: int):
         encoder = real(format, sample_rate)
         return FinishFailsEncoder(encoder) if format == FINISH_FAULT_FORMAT else encoder
 
-    monkeypatch.setattr(server_requests, "create_encoder", create_encoder)
+    monkeypatch.setattr(server_core, "create_encoder", create_encoder)
     peer = await WirePeer.open(faulty_server)
     await peer.send({"text": "Hello there.", "request_id": "enc", "format": FINISH_FAULT_FORMAT})
     await peer.send({"text": "Hello again.", "request_id": "after"})

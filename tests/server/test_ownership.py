@@ -29,12 +29,14 @@ from voicestream.audio import create_encoder
 from voicestream.engine import KokoroEngine
 from voicestream.protocol import ErrorCode
 from voicestream.server import ServerSettings, create_app
+from voicestream.server.core import Output, RequestRejected, SpeechCore, Voice
 from voicestream.server.http import invocations
 from voicestream.server.job import JobFailed, JobState, Listener
 from voicestream.server.metrics import ServerMetrics
-from voicestream.server.requests import RequestRejected, SpeechService
 
 LONG_TEXT = " ".join(f"Sentence {n} of an answer nobody takes." for n in range(1, 13))
+HEART = Voice("af_heart", 1.0, None)
+PCM16 = Output("pcm16", 24000)
 
 
 def _value(metrics: ServerMetrics, name: str) -> float:
@@ -45,8 +47,8 @@ def _value(metrics: ServerMetrics, name: str) -> float:
 
 
 @contextlib.asynccontextmanager
-async def _service(engine: KokoroEngine, **settings: Any) -> AsyncIterator[SpeechService]:
-    service = SpeechService(engine, ServerSettings(**settings), ServerMetrics())
+async def _service(engine: KokoroEngine, **settings: Any) -> AsyncIterator[SpeechCore]:
+    service = SpeechCore(engine, ServerSettings(**settings), ServerMetrics())
     service.scheduler.start()
     try:
         yield service
@@ -83,18 +85,18 @@ async def test_an_encoder_that_cannot_start_is_refused_with_nothing_queued(make_
 
 
 async def test_a_failing_encoder_factory_passed_to_start_queues_nothing(engine: KokoroEngine) -> None:
-    """``SpeechService.start(..., encoder=factory)`` builds the encoder before it submits:
+    """``SpeechCore.start`` builds an `Output`'s encoder (``encoder=factory``) before it submits:
     a real FFmpeg refusal (Opus at 1 Gb/s) is a `RequestRejected` and the queue stays empty."""
     async with _service(engine) as service:
         listener = Listener()
         with pytest.raises(RequestRejected) as refused:
-            service.start("Never queued.", "af_heart", 1.0, listener, "r", "test", "opus", 24000,
-                          encoder=lambda: create_encoder("opus", 24000, bitrate=10**9))
+            service.start("Never queued.", HEART, Output("opus", 24000, lambda: create_encoder("opus", 24000, bitrate=10**9)),
+                          listener, "r", "test")
         assert refused.value.code is ErrorCode.UNSUPPORTED_FORMAT
         assert service.scheduler.depth == 0 and _value(service.metrics, "voicestream_queue_depth") == 0
         assert _value(service.metrics, 'voicestream_requests_total{route="test"}') == 0
-        job = service.start("Queued.", "af_heart", 1.0, listener, "r2", "test", "opus", 24000,
-                            encoder=lambda: create_encoder("opus", 24000, bitrate=32_000))
+        job = service.start("Queued.", HEART, Output("opus", 24000, lambda: create_encoder("opus", 24000, bitrate=32_000)),
+                            listener, "r2", "test")
         assert service.scheduler.depth == 1
         job.cancel()
         assert service.scheduler.depth == 0
@@ -134,7 +136,7 @@ async def _gone(message: dict[str, Any]) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _app(engine: KokoroEngine) -> AsyncIterator[tuple[Any, SpeechService]]:
+async def _app(engine: KokoroEngine) -> AsyncIterator[tuple[Any, SpeechCore]]:
     """The real app, started by its own lifespan on the session's engine."""
     app = create_app(ServerSettings(), engine)
     async with app.router.lifespan_context(app):
@@ -212,8 +214,8 @@ async def test_the_reaper_ends_requests_parked_by_their_budget_once_their_listen
     and counts each by the state it was in."""
     async with _service(engine, listener_budget_bytes=1) as service:
         listener = Listener()
-        speaking = service.start(LONG_TEXT, "af_heart", 1.0, listener, "a", "test", "pcm16", 24000)
-        queued = service.start("Behind it.", "af_heart", 1.0, listener, "b", "test", "pcm16", 24000)
+        speaking = service.start(LONG_TEXT, HEART, PCM16, listener, "a", "test")
+        queued = service.start("Behind it.", HEART, PCM16, listener, "b", "test")
         await _until(lambda: service.scheduler.parked and speaking.held_bytes > 0)
         assert (speaking.state, queued.state) == (JobState.SPEAKING, JobState.QUEUED)
         assert service.scheduler.depth == 2 and not speaking.rendered_all
@@ -233,8 +235,8 @@ async def test_a_request_parked_by_its_budget_goes_stale_without_a_worker_pickin
     once it has waited past ``stale_after_s``; the first is still delivered whole."""
     async with _service(engine, listener_budget_bytes=1, stale_after_s=1.0) as service:
         listener = Listener()
-        first = service.start("Hold this.", "af_heart", 1.0, listener, "a", "test", "pcm16", 24000)
-        second = service.start("Too late.", "af_heart", 1.0, listener, "b", "test", "pcm16", 24000)
+        first = service.start("Hold this.", HEART, PCM16, listener, "a", "test")
+        second = service.start("Too late.", HEART, PCM16, listener, "b", "test")
         await _until(lambda: first.rendered_all and service.scheduler.parked)
         assert second.state is JobState.QUEUED
         with pytest.raises(JobFailed) as failed:
@@ -263,7 +265,7 @@ def test_every_error_raised_below_the_faces_is_a_speech_fault() -> None:
         TextTooLongError,
     )
     from voicestream.protocol import ProtocolError, SpeechFault, fault_frame, http_status
-    from voicestream.server.requests import ENGINE_REFUSALS, SynthesisFailed, refused
+    from voicestream.server.core import ENGINE_REFUSALS, SynthesisFailed, refused
     from voicestream.server.scheduler import BusyError, RenderFailed
 
     faults = [

@@ -38,8 +38,8 @@ from voicestream.edge.connection import (
 from voicestream.engine import KokoroEngine
 from voicestream.limits import SEND_BUFFER_BYTES
 from voicestream.server import ServerSettings
+from voicestream.server.core import SpeechCore
 from voicestream.server.metrics import ServerMetrics
-from voicestream.server.requests import SpeechService
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -59,7 +59,7 @@ class _CountingTransport(WebSocketTransport):
         await super().send(frame)
 
 
-def _probe_app(service: SpeechService, outcomes: queue.Queue[dict[str, Any]]) -> Starlette:
+def _probe_app(service: SpeechCore, outcomes: queue.Queue[dict[str, Any]]) -> Starlette:
     async def probe(websocket: WebSocket) -> None:
         """Fill the buffer, wait the send timeout, then send one late frame."""
         await websocket.accept()
@@ -90,7 +90,7 @@ def _probe_app(service: SpeechService, outcomes: queue.Queue[dict[str, Any]]) ->
 
 @pytest.fixture(scope="module")
 def probe(engine: KokoroEngine):
-    service = SpeechService(engine, ServerSettings(send_timeout_s=SEND_TIMEOUT_S), ServerMetrics())
+    service = SpeechCore(engine, ServerSettings(send_timeout_s=SEND_TIMEOUT_S), ServerMetrics())
     outcomes: queue.Queue[dict[str, Any]] = queue.Queue()
     config = uvicorn.Config(_probe_app(service, outcomes), host="127.0.0.1", port=free_port(),
                             ws=WebSocketsWithTransport, log_config=None, log_level="warning")

@@ -27,6 +27,7 @@ from voicestream.engine.memory import IdleRelease
 from voicestream.protocol import ErrorCode, ErrorFrame
 from voicestream.server.captioned import captioned_speech
 from voicestream.server.cartesia import tts_bytes, tts_sse, tts_websocket
+from voicestream.server.core import SpeechCore
 from voicestream.server.deepgram import speak, speak_websocket
 from voicestream.server.discovery import list_models, list_openai_voices, list_voices
 from voicestream.server.elevenlabs import multi_stream_input, stream_input
@@ -38,7 +39,6 @@ from voicestream.server.elevenlabs_http import (
 )
 from voicestream.server.http import error_response, invocations, openai_speech
 from voicestream.server.metrics import CONTENT_TYPE, ServerMetrics
-from voicestream.server.requests import SpeechService
 from voicestream.server.session import serve_session
 from voicestream.server.settings import ServerSettings
 from voicestream.server.wyoming import serve_wyoming
@@ -67,13 +67,13 @@ class ServerState:
         self.settings = settings
         self.metrics = metrics
         self.ready = asyncio.Event()
-        self.service: SpeechService | None = None
+        self.service: SpeechCore | None = None
         self.failure: str | None = None
         self.draining = False
         self.edge = Drain()
         """The drain's waits; the app's `DrainWatch` wakes them."""
 
-    async def wait(self) -> SpeechService | None:
+    async def wait(self) -> SpeechCore | None:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.settings.ready_timeout_s):
                 await self.ready.wait()
@@ -154,7 +154,7 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
             log.exception("The model failed to load")
             state.ready.set()  # waiting requests are refused at once, not after ready_timeout_s
             return
-        state.service = SpeechService(loaded, settings, state.metrics)
+        state.service = SpeechCore(loaded, settings, state.metrics)
         state.service.scheduler.start()
         state.ready.set()
         log.info("Kokoro-82M ready on %s", ", ".join(loaded.providers))

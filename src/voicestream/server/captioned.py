@@ -23,9 +23,10 @@ from collections.abc import AsyncIterator, Sequence
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from voicestream.audio import StreamEncoder, finalize_wav
+from voicestream.audio import ENGINE_SAMPLE_RATE, StreamEncoder, finalize_wav
 from voicestream.engine.alignment import TimedWord
 from voicestream.protocol import SpeechFault, parse_captioned_request
+from voicestream.server.core import AudioStream, Output, SpeechCore, SynthesisFailed, Voice
 from voicestream.server.http import (
     answer_whole,
     fault_response,
@@ -33,7 +34,6 @@ from voicestream.server.http import (
     start_stream,
     stream_response,
 )
-from voicestream.server.requests import AudioStream, SpeechService, SynthesisFailed
 
 
 def kokoro_timestamps(words: Sequence[TimedWord]) -> list[dict[str, object]]:
@@ -71,17 +71,15 @@ async def _whole(stream: AudioStream, with_words: bool) -> Response:
 
 
 async def captioned_speech(request: Request) -> Response:
-    service: SpeechService = request.app.state.service
+    service: SpeechCore = request.app.state.service
     try:
         body = parse_captioned_request(await read_body(request, service.settings.max_body_bytes))
-        start = {
-            "text": body.input, "voice": body.kokoro_voice, "speed": body.speed, "request_id": "captioned",
-            "route": "captioned", "format": body.audio_format, "sample_rate": service.engine.sample_rate,
-            "language": body.lang, "word_timestamps": body.return_timestamps,
-        }
+        voice = Voice(body.kokoro_voice, body.speed, body.lang)
+        output = Output(body.audio_format, ENGINE_SAMPLE_RATE, word_timestamps=body.return_timestamps)
         if not body.stream:
-            return await answer_whole(request, service, lambda stream: _whole(stream, body.return_timestamps), **start)
-        stream = start_stream(service, **start)
+            return await answer_whole(request, service, lambda stream: _whole(stream, body.return_timestamps),
+                                      body.input, voice, output, "captioned", "captioned")
+        stream = start_stream(service, body.input, voice, output, "captioned", "captioned")
     except SpeechFault as fault:
         return fault_response(service, fault)
     return stream_response(service, stream, _lines(stream, body.return_timestamps), "application/json")

@@ -63,10 +63,14 @@ from voicestream.protocol.cartesia import (
 )
 from voicestream.server import contexts as ctx
 from voicestream.server.contexts import ContextConnection
-from voicestream.server.http import audio_body, error_response, read_body, stream_response
-from voicestream.server.job import Listener
-from voicestream.server.requests import AudioStream, SpeechService, SynthesisFailed
-from voicestream.server.streamed import Output, Voice, start_job
+from voicestream.server.core import AudioStream, Output, SpeechCore, SynthesisFailed, Voice
+from voicestream.server.http import (
+    audio_body,
+    error_response,
+    read_body,
+    start_stream,
+    stream_response,
+)
 
 log = logging.getLogger(__name__)
 
@@ -210,32 +214,31 @@ async def tts_websocket(websocket: WebSocket) -> None:
     """``WS /tts/websocket``: accepted at once, served once the model is ready (or refused:
     see `Connection.serve`)."""
     await websocket.accept()
-    service: SpeechService | None = await websocket.app.state.server.wait()
+    service: SpeechCore | None = await websocket.app.state.server.wait()
     await ContextConnection.serve_face(WebSocketTransport(websocket), service, CartesiaMachine())
 
 
-def _start(service: SpeechService, request: CartesiaGeneration, route: str) -> AudioStream:
+def _start(service: SpeechCore, request: CartesiaGeneration, request_id: str) -> AudioStream:
     """Queue a whole-transcript request (``/tts/bytes``, ``/tts/sse``); the encoder is built
     before it is queued (one that cannot start is refused with nothing queued). The caller
     hands the stream to a response at once, which owns the request from birth."""
     if not request.transcript.strip():
         raise ProtocolError(ErrorCode.TEXT_REQUIRED, "transcript is required and must not be blank")
-    job = start_job(service, request.transcript, _voice(request), _output(request), Listener(), route, ROUTE)
-    return service.stream(job, ROUTE)
+    return start_stream(service, request.transcript, _voice(request), _output(request), request_id, ROUTE)
 
 
-async def _read_generation(request: Request, service: SpeechService, containers: tuple[str, ...]) -> CartesiaGeneration:
+async def _read_generation(request: Request, service: SpeechCore, containers: tuple[str, ...]) -> CartesiaGeneration:
     return parse_generation(load_json_object(await read_body(request, service.settings.max_body_bytes)), containers)
 
 
-def _refused(service: SpeechService, fault: SpeechFault) -> Response:
+def _refused(service: SpeechCore, fault: SpeechFault) -> Response:
     service.metrics.errors.labels(code=fault.code.value).inc()
     return error_response(fault.code, fault.message, fault.http_status)
 
 
 async def tts_bytes(request: Request) -> Response:
     """``POST /tts/bytes``: the whole transcript, its audio streamed as it renders."""
-    service: SpeechService = request.app.state.service
+    service: SpeechCore = request.app.state.service
     try:
         stream = _start(service, await _read_generation(request, service, BYTES_CONTAINERS), "tts-bytes")
     except SpeechFault as fault:
@@ -247,7 +250,7 @@ async def tts_sse(request: Request) -> Response:
     """``POST /tts/sse``: the whole transcript, its audio as ``chunk`` events as it renders
     (raw audio only, as Cartesia's), each piece's words first as a ``timestamps`` event
     when asked, then ``done``; a failure after the headers ends it with an ``error`` event."""
-    service: SpeechService = request.app.state.service
+    service: SpeechCore = request.app.state.service
     try:
         body = await _read_generation(request, service, SOCKET_CONTAINERS)
         stream = _start(service, body, body.context_id or "tts-sse")

@@ -34,9 +34,9 @@ from voicestream.edge.connection import PeerTransport, busy, serve_connection
 from voicestream.engine.alignment import TimedWord, offset_words
 from voicestream.protocol import ErrorCode, SpeechFault
 from voicestream.server.connection import SpeechConnection
+from voicestream.server.core import AudioStream, Output, SpeechCore, Voice
 from voicestream.server.job import Listener
-from voicestream.server.requests import AudioStream, SpeechService
-from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice
+from voicestream.server.streamed import Spoken, StreamedSpeech
 from voicestream.text import STREAMED
 
 log = logging.getLogger(__name__)
@@ -203,7 +203,7 @@ class _Context:
 class ContextConnection(SpeechConnection):
     """A connection whose face is a :class:`FaceMachine` of contexts; see the module's docstring."""
 
-    def __init__(self, transport: PeerTransport, service: SpeechService, listener: Listener, machine: FaceMachine) -> None:
+    def __init__(self, transport: PeerTransport, service: SpeechCore, listener: Listener, machine: FaceMachine) -> None:
         super().__init__(transport, service, listener)
         self.machine = machine
         self.kind = machine.kind
@@ -214,7 +214,7 @@ class ContextConnection(SpeechConnection):
         self._execute(machine.start(), None)
 
     @classmethod
-    async def serve_face(cls, transport: PeerTransport, service: SpeechService | None, machine: FaceMachine) -> None:
+    async def serve_face(cls, transport: PeerTransport, service: SpeechCore | None, machine: FaceMachine) -> None:
         """`Connection.serve` for a face machine (the machine holds the URL's options)."""
         await serve_connection(
             transport, service, lambda listener: cls(transport, service, listener, machine), machine.fault_frame,

@@ -41,10 +41,8 @@ from voicestream.protocol.deepgram import (
 )
 from voicestream.server import contexts as ctx
 from voicestream.server.contexts import ContextConnection
-from voicestream.server.http import audio_body, read_body, stream_response
-from voicestream.server.job import Listener
-from voicestream.server.requests import SpeechService
-from voicestream.server.streamed import Output, Voice, start_job
+from voicestream.server.core import Output, SpeechCore, Voice
+from voicestream.server.http import audio_body, read_body, start_stream, stream_response
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +150,7 @@ async def speak_websocket(websocket: WebSocket) -> None:
     ready; while it loads the socket is accepted at once (a client's connect timeout is
     shorter than a load) and served when it is ready, a voice the engine lacks then
     answered with a ``Warning`` per ``Speak``."""
-    service: SpeechService | None = websocket.app.state.server.service
+    service: SpeechCore | None = websocket.app.state.server.service
     try:
         options = parse_speak_query(websocket.query_params, socket=True)
         if service is not None:
@@ -172,15 +170,14 @@ async def speak_websocket(websocket: WebSocket) -> None:
 async def speak(request: Request) -> Response:
     """``POST /v1/speak``: ``{"text"}``, its audio streamed as it renders (owned from birth,
     as ``/tts/bytes``)."""
-    service: SpeechService = request.app.state.service
+    service: SpeechCore = request.app.state.service
     request_id = str(uuid.uuid4())
     try:
         options = parse_speak_query(request.query_params, socket=False)
         body = parse_body(load_json_object(await read_body(request, service.settings.max_body_bytes)))
-        job = start_job(service, body.text, _voice(options), _output(options), Listener(), request_id, ROUTE)
+        stream = start_stream(service, body.text, _voice(options), _output(options), request_id, ROUTE)
     except SpeechFault as fault:
         service.metrics.errors.labels(code=fault.code.value).inc()
         return _error_response(fault, request_id)
-    stream = service.stream(job, ROUTE)
     headers = {"dg-request-id": request_id, "dg-model-name": options.model, "dg-char-count": str(len(body.text))}
     return stream_response(service, stream, audio_body(stream), stream.encoder.content_type, **headers)

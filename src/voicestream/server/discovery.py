@@ -11,14 +11,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from voicestream.protocol import voice_catalog
-from voicestream.server.requests import SpeechService
+from voicestream.server.core import SpeechCore
 
 MODEL_IDS = ("kokoro", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 """Model names the speech route accepts; every one is Kokoro-82M (``model`` is ignored)."""
 
 
 def _catalog(request: Request) -> list[dict[str, str | None]]:
-    service: SpeechService = request.app.state.service
+    service: SpeechCore = request.app.state.service
     return [info.to_dict() for info in voice_catalog(service.engine.voices)]
 
 

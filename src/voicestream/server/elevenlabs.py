@@ -57,8 +57,7 @@ from voicestream.protocol.elevenlabs import (
 )
 from voicestream.server import contexts as ctx
 from voicestream.server.contexts import ContextConnection
-from voicestream.server.requests import SpeechService
-from voicestream.server.streamed import Output, Voice
+from voicestream.server.core import Output, SpeechCore, Voice
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +235,7 @@ class ElevenLabsMachine:
 async def _serve(websocket: WebSocket, multi: bool) -> None:
     """Accept, check the URL (a bad one gets its error and a 1008 close), then serve."""
     await websocket.accept()
-    service: SpeechService | None = await websocket.app.state.server.wait()
+    service: SpeechCore | None = await websocket.app.state.server.wait()
     try:
         options = SocketOptions.of(websocket, multi)
         if service is not None:

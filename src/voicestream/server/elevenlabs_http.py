@@ -40,22 +40,21 @@ from voicestream.protocol.elevenlabs import (
     parse_speech_request,
     spoken_language,
 )
+from voicestream.server.core import AudioStream, Output, SpeechCore, SynthesisFailed, Voice
 from voicestream.server.elevenlabs import ROUTE, output_of
 from voicestream.server.http import (
     answer_whole,
     audio_body,
     fault_response,
     read_body,
+    start_stream,
     stream_response,
 )
-from voicestream.server.job import Listener
-from voicestream.server.requests import AudioStream, SpeechService, SynthesisFailed
-from voicestream.server.streamed import Output, Voice, start_job
 
 NDJSON = "application/x-ndjson"
 
 
-async def _read(request: Request, service: SpeechService, timed: bool) -> tuple[str, Voice, Output]:
+async def _read(request: Request, service: SpeechCore, timed: bool) -> tuple[str, Voice, Output]:
     """The request's text, voice and audio (a refusal raises its `SpeechFault`)."""
     voice = request.path_params["voice_id"]
     output = output_of(parse_output_format(request.query_params.get("output_format", DEFAULT_OUTPUT_FORMAT)), timed)
@@ -64,19 +63,15 @@ async def _read(request: Request, service: SpeechService, timed: bool) -> tuple[
 
 
 async def _answer(request: Request, timed: bool, whole: bool) -> Response:
-    service: SpeechService = request.app.state.service
+    service: SpeechCore = request.app.state.service
     try:
         text, voice, output = await _read(request, service, timed)
         if whole:
-            return await answer_whole(
-                request, service, _whole_timed if timed else _whole_audio, text=text, voice=voice.voice,
-                speed=voice.speed, language=voice.language, request_id=ROUTE, route=ROUTE, format=output.format,
-                sample_rate=output.sample_rate, word_timestamps=timed, encoder=output.encoder,
-            )
-        job = start_job(service, text, voice, output, Listener(), ROUTE, ROUTE)
+            return await answer_whole(request, service, _whole_timed if timed else _whole_audio, text, voice, output,
+                                      ROUTE, ROUTE)
+        stream = start_stream(service, text, voice, output, ROUTE, ROUTE)
     except SpeechFault as fault:
         return fault_response(service, fault)
-    stream = service.stream(job, ROUTE)
     if timed:
         return stream_response(service, stream, _timed_lines(stream), NDJSON)
     return stream_response(service, stream, audio_body(stream), stream.encoder.content_type)

@@ -8,7 +8,7 @@ A request is owned from birth: a streamed answer is a :class:`JobResponse`, whic
 request and closes its listener however it ends, even when its body never started (Python
 never runs an async generator's ``finally`` if it is closed before its first step); a
 ``stream: false`` answer (`answer_whole`, shared with ``/dev/captioned_speech``) holds its
-request in ``SpeechService.request`` for as long as it collects, counted against
+request in ``SpeechCore.request`` for as long as it collects, counted against
 ``--max-whole-files`` and cancelled when the client hangs up.
 """
 
@@ -20,7 +20,6 @@ import contextlib
 import logging
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -39,8 +38,15 @@ from voicestream.protocol import (
     parse_openai_request,
     parse_post_request,
 )
+from voicestream.server.core import (
+    AudioStream,
+    Output,
+    RequestRejected,
+    SpeechCore,
+    SynthesisFailed,
+    Voice,
+)
 from voicestream.server.job import Listener
-from voicestream.server.requests import AudioStream, RequestRejected, SpeechService, SynthesisFailed
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +76,12 @@ def error_response(code: ErrorCode | str, message: str, status: int = 400) -> Re
     return Response(ErrorFrame(code=str(code), message=message).to_http_json(), status, media_type="application/json")
 
 
-def fault_response(service: SpeechService, fault: SpeechFault) -> Response:
+def fault_response(service: SpeechCore, fault: SpeechFault) -> Response:
     """The HTTP answer to a fault: ``{"error": {code, message}}`` with the code's status, counted."""
     return _rejected(service, fault.code, fault.message, fault.http_status)
 
 
-def _rejected(service: SpeechService, code: ErrorCode, message: str, status: int) -> Response:
+def _rejected(service: SpeechCore, code: ErrorCode, message: str, status: int) -> Response:
     service.metrics.errors.labels(code=code.value).inc()
     return error_response(code, message, status)
 
@@ -127,28 +133,31 @@ async def _openai_sse_events(stream: AudioStream) -> AsyncIterator[bytes]:
         yield encode_sse({"type": "error", "error": {"code": failure.code.value, "message": failure.message}})
 
 
-def start_stream(service: SpeechService, **start: Any) -> AudioStream:
-    """``SpeechService.start`` on a listener of its own (``start``: its keywords but the
-    listener). The caller hands the stream to a :class:`JobResponse` (`stream_response`) at once,
-    with nothing awaited in between, so that the request is owned from birth."""
-    job = service.start(listener=Listener(), **start)
-    return service.stream(job, start["route"])
+def start_stream(
+    service: SpeechCore, text: str, voice: Voice, output: Output, request_id: str, route: str
+) -> AudioStream:
+    """``SpeechCore.start`` on a listener of its own. The caller hands the stream to a
+    :class:`JobResponse` (`stream_response`) at once, with nothing awaited in between, so that
+    the request is owned from birth."""
+    job = service.start(text, voice, output, Listener(), request_id, route)
+    return service.stream(job, route)
 
 
 def stream_response(
-    service: SpeechService, stream: AudioStream, body: AsyncIterator[bytes], media_type: str, **headers: str
+    service: SpeechCore, stream: AudioStream, body: AsyncIterator[bytes], media_type: str, **headers: str
 ) -> Response:
     """``body`` (made from ``stream``) as a :class:`JobResponse`, which owns ``stream``'s request."""
     return JobResponse(stream, body, service.settings.send_timeout_s, media_type=media_type, headers=headers or None)
 
 
 async def answer_whole(
-    request: Request, service: SpeechService, collect: Callable[[AudioStream], Awaitable[Response]], **start: Any
+    request: Request, service: SpeechCore, collect: Callable[[AudioStream], Awaitable[Response]],
+    text: str, voice: Voice, output: Output, request_id: str, route: str,
 ) -> Response:
     """A ``stream: false`` answer, the same on every whole-file route: at most
     ``--max-whole-files`` at once (beyond, ``busy``, before anything is queued); the request
-    held by ``SpeechService.request`` (``start``: its keywords), so it is cancelled however
-    this ends; cancelled at once when the client hangs up (499: nobody is left to read it).
+    held by ``SpeechCore.request``, so it is cancelled however this ends; cancelled at once
+    when the client hangs up (499: nobody is left to read it).
     ``collect`` reads the whole answer and makes the response; a refusal or a failure
     before it is whole raises its :class:`SpeechFault`."""
     if service.whole_files >= service.settings.max_whole_files:
@@ -158,7 +167,7 @@ async def answer_whole(
         )
     service.whole_files += 1
     try:
-        async with service.request(**start) as stream:
+        async with service.request(text, voice, output, request_id, route) as stream:
             collecting = asyncio.ensure_future(collect(stream))
             hang_up = asyncio.ensure_future(_disconnect(request))
             try:
@@ -183,16 +192,15 @@ async def _disconnect(request: Request) -> None:
 
 
 async def invocations(request: Request) -> Response:
-    service: SpeechService = request.app.state.service
+    service: SpeechCore = request.app.state.service
     try:
         body = parse_post_request(await read_body(request, service.settings.max_body_bytes))
         rid = body.request_id or "invocation"
         sse = "text/event-stream" in request.headers.get("accept", "")
-        start = {"text": body.text, "voice": body.voice, "speed": body.speed, "request_id": rid,
-                 "route": "invocations", "format": body.format, "sample_rate": body.sample_rate, "language": body.lang}
+        voice, output = Voice(body.voice, body.speed, body.lang), Output(body.format, body.sample_rate)
         if not body.stream and not sse:
-            return await answer_whole(request, service, _whole_file, **start)
-        stream = start_stream(service, **start)
+            return await answer_whole(request, service, _whole_file, body.text, voice, output, rid, "invocations")
+        stream = start_stream(service, body.text, voice, output, rid, "invocations")
     except SpeechFault as fault:
         return fault_response(service, fault)
     if sse:
@@ -220,13 +228,11 @@ async def _whole_file(stream: AudioStream) -> Response:
 
 async def openai_speech(request: Request) -> Response:
     """OpenAI's speech API: the official SDK works against it unchanged."""
-    service: SpeechService = request.app.state.service
+    service: SpeechCore = request.app.state.service
     try:
         body = parse_openai_request(await read_body(request, service.settings.max_body_bytes))
-        stream = start_stream(
-            service, text=body.input, voice=body.kokoro_voice, speed=body.speed, request_id="openai",
-            route="openai", format=body.audio_format, sample_rate=24000, language=body.lang,
-        )
+        stream = start_stream(service, body.input, Voice(body.kokoro_voice, body.speed, body.lang),
+                              Output(body.audio_format, 24000), "openai", "openai")
     except SpeechFault as fault:
         return fault_response(service, fault)
     if body.stream_format == "sse":

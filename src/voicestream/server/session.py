@@ -57,9 +57,9 @@ from voicestream.protocol import (
     parse_client_message,
 )
 from voicestream.server.connection import SpeechConnection
+from voicestream.server.core import Output, SpeechCore, Voice
 from voicestream.server.job import Listener, SynthesisJob
-from voicestream.server.requests import SpeechService
-from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice
+from voicestream.server.streamed import Spoken, StreamedSpeech
 from voicestream.text import STREAMED, STREAMED_SENTENCES
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class _Accepted:
 class BidiSession(SpeechConnection):
     kind = "session"
 
-    def __init__(self, transport: PeerTransport, service: SpeechService, listener: Listener) -> None:
+    def __init__(self, transport: PeerTransport, service: SpeechCore, listener: Listener) -> None:
         super().__init__(transport, service, listener)
         self._accepted: list[_Accepted] = []
 
@@ -123,9 +123,9 @@ class BidiSession(SpeechConnection):
         self._check_room(request.request_id)
         try:
             job = self.service.start(
-                request.text, request.voice, request.speed, self.listener, request.request_id or "",
-                route=ROUTE, format=request.format, sample_rate=request.sample_rate,
-                language=request.lang, word_timestamps=bool(request.word_timestamps),
+                request.text, Voice(request.voice, request.speed, request.lang),
+                Output(request.format, request.sample_rate, word_timestamps=bool(request.word_timestamps)),
+                self.listener, request.request_id or "", ROUTE,
             )
         except SpeechFault as fault:
             fault.request_id = request.request_id
@@ -282,6 +282,6 @@ class BidiSession(SpeechConnection):
         )
 
 
-async def serve_session(websocket: WebSocket, service: SpeechService) -> None:
+async def serve_session(websocket: WebSocket, service: SpeechCore) -> None:
     """Serve an accepted WebSocket as a session (or refuse it: see `Connection.serve`)."""
     await BidiSession.serve(WebSocketTransport(websocket), service)

@@ -2,7 +2,7 @@
 
 An LLM's tokens go in through :meth:`StreamedSpeech.feed`; the text layer's incremental
 chunker cuts them into chunks (sentences, or latency mode's short first piece); each chunk
-becomes one request of the core (``SpeechService.start``), queued at most ``AHEAD`` chunks
+becomes one request of the core (``SpeechCore.start``), queued at most ``AHEAD`` chunks
 before its audio is due, so rendering overlaps sending without one context filling the
 queue; the audio comes out in text order through iteration.
 
@@ -16,21 +16,20 @@ intact, the normalizer's to read), and `Spoken.start` says where it lies in the 
 text, so that word offsets (`Spoken.located`) count in the text as the client sent it.
 
 This is the "stream text into a request" verb the protocol adapters share; it uses only
-the core's public verbs (``start``, ``stream``, ``SynthesisJob.cancel``).
+the core's public API (``start``, ``stream``, ``max_text_chars``, ``SynthesisJob.cancel``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from voicestream.audio import StreamEncoder
 from voicestream.engine.alignment import TimedWord, offset_chars
 from voicestream.protocol import ErrorCode
+from voicestream.server.core import AudioStream, Output, RequestRejected, SpeechCore, Voice
 from voicestream.server.job import Listener, SynthesisJob
-from voicestream.server.requests import AudioStream, RequestRejected, SpeechService
 from voicestream.text import STREAMED, ChunkSchedule, IncrementalSentenceChunker
 
 AHEAD = 2
@@ -39,37 +38,6 @@ AHEAD = 2
 
 def _visible(text: str) -> int:
     return len(text) - sum(char.isspace() for char in text)
-
-
-@dataclass(frozen=True)
-class Voice:
-    """How an utterance is read: the same for all of its chunks."""
-
-    voice: str
-    speed: float
-    language: str | None
-
-
-@dataclass(frozen=True)
-class Output:
-    """The audio an utterance is sent as: a protocol ``format``, or an ``encoder`` the
-    protocol's formats lack (Cartesia's ``pcm_f32le``, mp3 at a chosen bit rate)."""
-
-    format: str
-    sample_rate: int
-    encoder: Callable[[], StreamEncoder] | None = None
-    word_timestamps: bool = False
-    """Time each piece's words (`RenderedChunk.words`)."""
-
-
-def start_job(
-    service: SpeechService, text: str, voice: Voice, output: Output, listener: Listener,
-    request_id: str, route: str,
-) -> SynthesisJob:
-    """``SpeechService.start`` with ``output``'s encoder, built before the job is queued (an
-    encoder that cannot start refuses the request, leaving nothing queued)."""
-    return service.start(text, voice.voice, voice.speed, listener, request_id, route, output.format,
-                         output.sample_rate, voice.language, output.word_timestamps, encoder=output.encoder)
 
 
 @dataclass
@@ -99,10 +67,10 @@ class StreamedSpeech:
     if the core refuses a chunk (the rest is then dropped)."""
 
     def __init__(
-        self, service: SpeechService, voice: Voice, output: Output, listener: Listener, route: str,
+        self, core: SpeechCore, voice: Voice, output: Output, listener: Listener, route: str,
         request_id: str, schedule: ChunkSchedule = STREAMED, max_delay_s: float | None = None,
     ) -> None:
-        self.service = service
+        self.core = core
         self.voice = voice
         self.output = output
         self.route = route
@@ -156,7 +124,7 @@ class StreamedSpeech:
         if chunks and self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        limit = self.service.engine.max_text_chars
+        limit = self.core.max_text_chars
         if self.unspoken_chars > limit:
             self._fail(RequestRejected(
                 ErrorCode.TEXT_TOO_LONG,
@@ -229,8 +197,8 @@ class StreamedSpeech:
     def _start(self, chunk: _Chunk) -> None:
         self._count += 1
         try:
-            chunk.job = start_job(self.service, chunk.text, self.voice, self.output, self._listener,
-                                  f"{self.request_id}:{self._count}", self.route)
+            chunk.job = self.core.start(chunk.text, self.voice, self.output, self._listener,
+                                        f"{self.request_id}:{self._count}", self.route)
         except RequestRejected as rejected:
             self._fail(rejected)
 
@@ -253,7 +221,7 @@ class StreamedSpeech:
                     continue  # refused: the failure is raised above
             self._current = item.job
             self._top_up()
-            stream = self.service.stream(item.job, self.route)
+            stream = self.core.stream(item.job, self.route)
             try:
                 yield Spoken(item.text, stream, item.start)
             finally:

@@ -58,9 +58,9 @@ from voicestream.protocol.wyoming import (
     parse_event_data,
 )
 from voicestream.server.connection import SpeechConnection
+from voicestream.server.core import Output, RequestRejected, SpeechCore, Voice
 from voicestream.server.job import Listener
-from voicestream.server.requests import RequestRejected, SpeechService
-from voicestream.server.streamed import Output, Spoken, StreamedSpeech, Voice
+from voicestream.server.streamed import Spoken, StreamedSpeech
 from voicestream.text import STREAMED
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def wyoming_language(code: str) -> str:
     return f"{language}_{region.upper()}" if region else language
 
 
-def info(service: SpeechService) -> Info:
+def info(service: SpeechCore) -> Info:
     voices = [
         TtsVoice(name=voice.name, attribution=ATTRIBUTION, installed=True, description=voice.name,
                  version=None, languages=[wyoming_language(voice.language)] if voice.language else [])
@@ -93,7 +93,7 @@ def info(service: SpeechService) -> Info:
     return Info(tts=[program])
 
 
-def choose_voice(service: SpeechService, voice: WyomingVoice) -> str:
+def choose_voice(service: SpeechCore, voice: WyomingVoice) -> str:
     """The voice a ``voice`` object names: by ``name``, else the first of its ``language``."""
     if voice.name:
         return voice.name
@@ -195,7 +195,7 @@ class WyomingConnection(SpeechConnection):
 
     kind = "Wyoming connection"
 
-    def __init__(self, transport: PeerTransport, service: SpeechService, listener: Listener) -> None:
+    def __init__(self, transport: PeerTransport, service: SpeechCore, listener: Listener) -> None:
         super().__init__(transport, service, listener)
         self._stream: StreamedSpeech | None = None
         """The utterance ``synthesize-start`` opened, fed by ``synthesize-chunk``."""
@@ -309,7 +309,7 @@ class WyomingConnection(SpeechConnection):
 
 
 async def serve_wyoming(
-    host: str, port: int, service: Callable[[], Awaitable[SpeechService | None]], max_line_bytes: int,
+    host: str, port: int, service: Callable[[], Awaitable[SpeechCore | None]], max_line_bytes: int,
     send_buffer_bytes: int | None = None,
 ) -> asyncio.Server:
     """Listen for Wyoming clients; each waits for the model (``service``) before it is served.

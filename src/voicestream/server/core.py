@@ -1,7 +1,9 @@
-"""What every route shares: validate a request, queue it, and encode its audio as it comes.
+"""The speech core: what every face shares, and its one entry, `SpeechCore.start`.
 
-The WebSocket session, ``POST /invocations`` and ``POST /v1/audio/speech`` differ only in
-framing; admission, validation, scheduling, encoding and metrics live here once.
+Every face (the session, ``/invocations``, OpenAI, captioned, Cartesia, ElevenLabs, Deepgram,
+Wyoming) differs only in framing: each asks for speech with `start`, a text read in a
+:class:`Voice` and sent as an :class:`Output`; admission, validation, scheduling, encoding
+and metrics live here once.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ from voicestream.server.settings import ServerSettings
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "AudioStream", "RequestRejected", "SpeechFault", "SpeechService", "StreamResult",
-    "SynthesisFailed", "http_status",
+    "AudioStream", "Output", "RequestRejected", "SpeechCore", "SpeechFault", "StreamResult",
+    "SynthesisFailed", "Voice", "http_status",
 ]
 
 SynthesisFailed = JobFailed
@@ -70,6 +72,28 @@ ENGINE_REFUSALS: Mapping[type[InvalidInputError], ErrorCode] = {
 def refused(error: InvalidInputError) -> RequestRejected:
     """The engine's refusal of a request as this server answers it: its code, the engine's message."""
     return RequestRejected(ENGINE_REFUSALS[type(error)], error.message)
+
+
+@dataclass(frozen=True)
+class Voice:
+    """How a text is read: a voice or blend, its speed, and the language that overrides the
+    voice's own (None: the voice's)."""
+
+    voice: str
+    speed: float
+    language: str | None
+
+
+@dataclass(frozen=True)
+class Output:
+    """The audio a text is sent as: a protocol ``format`` at ``sample_rate``, or the stream
+    ``encoder`` makes (a format the protocol lacks: Cartesia's ``pcm_f32le``, mp3 at a chosen
+    bit rate); ``word_timestamps`` times each piece's words (`RenderedChunk.words`)."""
+
+    format: str
+    sample_rate: int
+    encoder: Callable[[], StreamEncoder] | None = None
+    word_timestamps: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,8 +160,9 @@ class AudioStream:
         )
 
 
-class SpeechService:
-    """The engine, its scheduler, the limits and the metrics of one server."""
+class SpeechCore:
+    """The speech server's core: the engine, its scheduler, the limits and the metrics, and
+    the one entry every face asks for speech through (`start`)."""
 
     def __init__(self, engine: KokoroEngine, settings: ServerSettings, metrics: ServerMetrics) -> None:
         self.engine = engine
@@ -206,7 +231,12 @@ class SpeechService:
         self.scheduler.reserved_slots -= listener.reserved_slots
         self.metrics.active_sessions.set(self._sessions)
 
-    def check(self, text: str, voice: str, speed: float, language: str | None = None) -> str:
+    @property
+    def max_text_chars(self) -> int:
+        """The longest text one request may have (longer is refused ``text_too_long``)."""
+        return self.engine.max_text_chars
+
+    def check(self, text: str, voice: Voice) -> str:
         """Raise :class:`RequestRejected` for what only the server can judge: voice, length;
         return the language the text will be read in.
 
@@ -216,8 +246,8 @@ class SpeechService:
         the time a request waits here, measured by the scheduler.
         """
         try:
-            self.engine.check(text, voice, speed, language)
-            return self.engine.language_for(voice, language)
+            self.engine.check(text, voice.voice, voice.speed, voice.language)
+            return self.engine.language_for(voice.voice, voice.language)
         except InvalidInputError as error:
             raise refused(error) from None
 
@@ -230,41 +260,36 @@ class SpeechService:
             raise refused(error) from None
 
     def start(
-        self, text: str, voice: str, speed: float, listener: Listener, request_id: str, route: str,
-        format: str, sample_rate: int, language: str | None = None, word_timestamps: bool = False,
-        encoder: StreamEncoder | Callable[[], StreamEncoder] | None = None,
+        self, text: str, voice: Voice, output: Output, listener: Listener, request_id: str, route: str
     ) -> SynthesisJob:
-        """Validate and queue one request; synthesis starts as soon as the scheduler allows.
+        """Validate and queue one request, ``text`` read in ``voice`` and sent as ``output``, for
+        ``listener``; synthesis starts as soon as the scheduler allows. The one way into the core.
 
-        ``language`` (the request's ``lang``) overrides the voice's own language. ``encoder``
-        replaces the one ``format`` and ``sample_rate`` name (an encoder, or a factory of one,
-        for formats the protocol lacks). Everything is built before the job is submitted, so
-        a refusal of any kind (:class:`RequestRejected`: busy, draining, the engine's checks,
-        an encoder that cannot start) leaves nothing queued. Once this returns, the job is
-        the caller's: its audio must be iterated (`stream`) or the job cancelled, and the
-        listener closed when the route ends (`request` does both)."""
+        Everything is built before the job is submitted (the encoder included), so a refusal
+        of any kind (:class:`RequestRejected`: busy, draining, the engine's checks, an encoder
+        that cannot start) leaves nothing queued. Once this returns, the job is the caller's:
+        its audio must be iterated (`stream`) or the job cancelled, and the listener closed
+        when the route ends (`request` does both)."""
         if self.draining:
             raise RequestRejected(ErrorCode.BUSY, "The server is shutting down; try another instance.")
-        spoken_language = self.check(text, voice, speed, language)
-        built = _build_encoder(format, sample_rate, encoder)
-        job = SynthesisJob(text, voice, speed, listener, request_id, spoken_language, built, word_timestamps)
+        spoken_language = self.check(text, voice)
+        encoder = _build_encoder(output)
+        job = SynthesisJob(text, voice.voice, voice.speed, listener, request_id, spoken_language, encoder,
+                           output.word_timestamps)
         self.scheduler.submit(job)  # BusyError is a RequestRejected
         self.metrics.requests.labels(route=route).inc()
         return job
 
     @contextlib.asynccontextmanager
     async def request(
-        self, text: str, voice: str, speed: float, request_id: str, route: str, format: str, sample_rate: int,
-        language: str | None = None, word_timestamps: bool = False,
-        encoder: StreamEncoder | Callable[[], StreamEncoder] | None = None,
+        self, text: str, voice: Voice, output: Output, request_id: str, route: str
     ) -> AsyncIterator[AudioStream]:
         """One request on a listener of its own, owned by the block: ``start`` on entry (a
         refusal raises before anything is queued), and on exit, however the block ends, the
         job is cancelled (a no-op once its audio is all out) and the listener closed."""
         listener = Listener()
         try:
-            job = self.start(text, voice, speed, listener, request_id, route, format, sample_rate,
-                             language, word_timestamps, encoder)
+            job = self.start(text, voice, output, listener, request_id, route)
             try:
                 yield self.stream(job, route)
             finally:
@@ -276,19 +301,15 @@ class SpeechService:
         return AudioStream(job, self.metrics, route)
 
 
-def _build_encoder(
-    format: str, sample_rate: int, encoder: StreamEncoder | Callable[[], StreamEncoder] | None
-) -> StreamEncoder:
+def _build_encoder(output: Output) -> StreamEncoder:
     """The request's encoder, made now: an encoder that cannot start with what was asked (an
     FFmpeg codec refusing a bit rate or rate, a number too large for it) refuses the request
     (``unsupported_format``) before it is queued."""
     try:
-        if encoder is None:
-            return create_encoder(format, sample_rate)
-        return encoder() if callable(encoder) else encoder
+        return create_encoder(output.format, output.sample_rate) if output.encoder is None else output.encoder()
     except AudioError as error:
         raise RequestRejected(ErrorCode.UNSUPPORTED_FORMAT, str(error)) from error
     except (ValueError, OverflowError) as error:  # FFmpeg's own checks of its parameters
         raise RequestRejected(
-            ErrorCode.UNSUPPORTED_FORMAT, f"The {format} encoder cannot start with these settings: {error}."
+            ErrorCode.UNSUPPORTED_FORMAT, f"The {output.format} encoder cannot start with these settings: {error}."
         ) from error

@@ -134,6 +134,9 @@ class SynthesisJob:
         """When the listener's requests before this one were all rendered (its wait starts)."""
         self.model_seconds = 0.0
         self.audio_seconds = 0.0
+        self.piece_start_s = 0.0
+        """Where the piece being handed over starts in the request's audio: the scheduler
+        re-bases the engine's word times (from the piece's start) by it, once."""
         self.seq = 0
         self.rendering = False
         self.rendered_all = False

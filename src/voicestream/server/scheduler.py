@@ -537,7 +537,9 @@ class SynthesisScheduler:
             running.phonemes = part.phonemes
         if job.finished:  # cancelled while the piece was rendering: drop it
             return
-        timed = tuple(offset_words(part.words, job.audio_seconds))
+        if part.opens_piece:
+            job.piece_start_s = job.audio_seconds
+        timed = tuple(offset_words(part.words, job.piece_start_s))
         if part.seconds:
             job.audio_seconds += part.seconds
             self.rendered_seconds += part.seconds
@@ -591,7 +593,7 @@ class SynthesisScheduler:
         each_part: _EachPart,
     ) -> bool:
         """One piece's model runs, part by part (a piece planned without words comes back with
-        none), each part's words timed from the part's own start, each part made inside
+        none), each part's words timed from the piece's start, each part made inside
         ``each_part()``.
         A windowed piece is left on the job after a part once the order's ``leave`` is set:
         True is returned."""
@@ -617,8 +619,8 @@ class SynthesisScheduler:
         held: list[_Part] = []  # a silent listener's first part, waiting for its second (`holds_start`)
         for rendered in _sending(unfinished.parts, send, narrowed, each_part):
             data, seconds = _encode(job, rendered.audio, piece.last and not rendered.more), rendered.audio.size / self.engine.sample_rate
-            words = offset_words(rendered.words, -unfinished.before) if unfinished.before else rendered.words
-            part = _Part(data, seconds, piece.last and not rendered.more, words, len(piece.phonemes))
+            part = _Part(data, seconds, piece.last and not rendered.more, rendered.words, len(piece.phonemes),
+                         opens_piece=unfinished.before == 0)
             if rendered.more and self._holds_start(order, unfinished, part):
                 held.append(part)
             else:
@@ -697,14 +699,16 @@ def _sending(
 @dataclass(frozen=True)
 class _Part:
     """A rendered part as a worker hands it over: wire bytes, seconds, whether it ends the
-    request, its words timed from the part's start (a windowed piece's last word starts
-    before its last part), and its piece's phonemes (for the policy)."""
+    request, its words timed from its piece's start (as the engine times them: a windowed
+    piece's last word starts before its last part), and its piece's phonemes (for the policy)."""
 
     data: bytes
     seconds: float
     last: bool
     words: list[TimedWord]
     phonemes: int
+    opens_piece: bool = False
+    """No audio of its piece went before it: the piece starts where this part does."""
 
 
 def _encode(job: SynthesisJob, audio: np.ndarray | None, last: bool) -> bytes:

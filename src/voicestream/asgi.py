@@ -118,7 +118,7 @@ def abort_connection(scope: Scope) -> bool:
 def end_unfinished(scope: Scope) -> bool:
     """Close the connection of the HTTP ``scope`` once what was written is sent, without the
     body's last chunk, so that its client reads an unfinished body, never a whole short one
-    (a stream the drain cut, `voicestream.drain`); False where the server does not offer
+    (a stream the drain cut, `voicestream.edge.drain`); False where the server does not offer
     :data:`END_UNFINISHED`."""
     end = scope.get("extensions", {}).get(END_UNFINISHED)
     if end is None:

@@ -18,7 +18,7 @@ from tests.deploy.balancer import Haproxy, Replica, haproxy, replicas, wait_for
 
 from voicestream.client import ResumePolicy, SpeechSession
 from voicestream.client.events import AudioChunk, SpeechCompleted, SpeechFailed
-from voicestream.drain import exit_deadline_s
+from voicestream.edge.drain import exit_deadline_s
 from voicestream.engine.weights import resolve_weights
 
 SESSIONS = "voicestream_active_sessions"
@@ -105,7 +105,7 @@ async def test_sessions_spread_and_a_draining_replica_finishes_while_new_session
     else:
         raise AssertionError("the in-flight answer did not complete")
     await speaking.close()
-    # A drained server ends by the signal it caught (`voicestream.drain.DrainingServer`).
+    # A drained server ends by the signal it caught (`voicestream.edge.drain.DrainingServer`).
     assert await asyncio.to_thread(draining.process.wait, 60) == -signal.SIGTERM
     assert balancer.stats()[draining.name]["status"].startswith("DOWN")
 
@@ -167,7 +167,7 @@ async def test_a_session_on_a_lost_replica_resumes_through_the_balancer_and_lose
     SIGTERM (a drain) on one of the two left: the replica closes the session with 1001 while
     most of the answer is still to come; the client reconnects to the same address, which
     sends it to the last replica, and resends what it had not received. The drained process
-    exits within its deadline (`voicestream.drain.exit_deadline_s`; the pod's termination
+    exits within its deadline (`voicestream.edge.drain.exit_deadline_s`; the pod's termination
     grace is sized to it, and a replica that outlived it would be killed mid-close)."""
     balancer, live = fleet[0], list(fleet[1])
 

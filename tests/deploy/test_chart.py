@@ -35,7 +35,7 @@ from tests.deploy.chart import (
 from tests.test_dockerfiles import AGENT_DOCKERFILE, COMPOSE, SPEECH_DOCKERFILE, parse_dockerfile
 
 from voicestream.agent.app import DEFAULT_GRACE_S
-from voicestream.drain import CLOSE_S, SHUTDOWN_S, exit_deadline_s
+from voicestream.edge.drain import CLOSE_S, SHUTDOWN_S, exit_deadline_s
 from voicestream.infra.config import CONTAINER_STARTUP_TIMEOUT_S, image_flavor
 from voicestream.server import ServerSettings
 from voicestream.server.metrics import ServerMetrics
@@ -197,7 +197,7 @@ def test_checkov_with_the_reviewed_skips(rendered: dict[str, list[dict[str, Any]
 
 def test_termination_grace_covers_prestop_and_the_servers_own_exit_deadline() -> None:
     """Each pod's grace is its preStop sleep plus its server's deadline from SIGTERM to exit
-    (`voicestream.drain`: the grace, the close, the shutdown), so that the kubelet never kills
+    (`voicestream.edge.drain`: the grace, the close, the shutdown), so that the kubelet never kills
     a server that is still closing what it cut."""
     drain = values()["drain"]
     assert drain["sessionCloseSeconds"] == CLOSE_S

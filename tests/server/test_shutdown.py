@@ -22,7 +22,7 @@ from tests.server.wire import WirePeer, serve_process, ws_url
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from voicestream.drain import EXITED_ON_SIGNAL, exit_deadline_s
+from voicestream.edge.drain import EXITED_ON_SIGNAL, exit_deadline_s
 from voicestream.server import free_port
 
 SPOKEN = " ".join(f"Sentence {n} is spoken while the server shuts down." for n in range(1, 3))
@@ -208,7 +208,7 @@ HUNG_SHUTDOWN = textwrap.dedent("""
     import asyncio, contextlib, sys, time
     import uvicorn
     from starlette.applications import Starlette
-    from voicestream.drain import DrainingServer
+    from voicestream.edge.drain import DrainingServer
     from voicestream.logs import configure_logging
 
     @contextlib.asynccontextmanager

@@ -48,7 +48,7 @@ from voicestream.asgi import (
     free_port,
     serving,
 )
-from voicestream.drain import DrainingServer, DrainWatch
+from voicestream.edge.drain import DrainingServer, DrainWatch
 from voicestream.limits import SEND_BUFFER_BYTES
 from voicestream.protocol import encode_sse
 from voicestream.web import AGENT_PAGE, page_routes

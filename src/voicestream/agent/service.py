@@ -18,7 +18,9 @@ from voicestream.agent.llm import system_prompt
 from voicestream.agent.runtime import run
 from voicestream.agent.settings import AgentSettings
 from voicestream.agent.speech_input import SpeechRecognizer
-from voicestream.drain import Drain, GoesAway
+from voicestream.edge.connection import EdgeLimits
+from voicestream.edge.drain import Drain, GoesAway
+from voicestream.limits import MAX_SESSION_ERRORS
 from voicestream.protocol import (
     MAX_SESSION_ID_CHARS,
     SESSION_HEADER,
@@ -54,8 +56,9 @@ class AgentService:
         self.conversations = ConversationStore(settings.conversations)
         self.active_answers = 0
         self.draining = False
-        self.sockets: set[GoesAway] = set()
-        """The open Realtime sockets (the drain sends each away once it is idle)."""
+        self.connections: set[GoesAway] = set()
+        """The open Realtime sockets (the edge adds and removes them; the drain sends each away
+        once it is idle)."""
         self.edge = Drain()
         """The drain's waits; the app's `DrainWatch` wakes them."""
         self._lock = threading.Lock()
@@ -80,11 +83,34 @@ class AgentService:
 
     async def drain(self, grace_s: float) -> None:
         """Refuse new answers and sockets, wait up to `grace_s` for those under way to end
-        (`voicestream.drain`): a Realtime socket goes away (1001) as soon as it has nothing
+        (`voicestream.edge.drain`): a Realtime socket goes away (1001) as soon as it has nothing
         left to send, and at the end of the grace whatever it holds (as the speech server's
         connections do); an answer still being streamed then ends without its last chunk."""
         self.draining = True
-        await self.edge.run(grace_s, self.sockets, lambda: not self.active_answers and not self.sockets)
+        await self.edge.run(grace_s, self.connections, lambda: not self.active_answers and not self.connections)
+
+    # --- the edge's admission protocol (`voicestream.edge.connection.Host`) ---------------
+
+    @property
+    def edge_limits(self) -> EdgeLimits:
+        limits = self.settings.limits
+        return EdgeLimits(limits.realtime_send_s, limits.realtime_idle_s, MAX_SESSION_ERRORS)
+
+    def admit_connection(self) -> object:
+        """A Realtime socket takes no slot of its own: its answers are admitted one by one."""
+        return self
+
+    def release_connection(self, slot: object) -> None:
+        pass
+
+    def count_error(self, code: str) -> None:
+        logger.debug("realtime error event: %s", code)
+
+    def count_close(self, code: int) -> None:
+        logger.debug("closed a Realtime socket (%d)", code)
+
+    def changed(self) -> None:
+        self.edge.changed()
 
     def admit(self) -> bool:
         """Count one more answer under way, unless draining or at `max_answers`; each

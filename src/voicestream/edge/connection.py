@@ -109,6 +109,11 @@ class Host(Protocol):
         """A connection the server closed, by close code."""
         ...
 
+    def changed(self) -> None:
+        """A connection came or went, took a message, or sent what it had queued: whether it
+        is idle may have changed (the drain waits on this, from any thread)."""
+        ...
+
 
 class ConnectionState(Enum):
     OPEN = "open"
@@ -489,6 +494,7 @@ class Connection:
                 await self.handle(message)
             except self.faults as fault:
                 self.reject(fault)
+            self.host.changed()
 
     async def _receive_or_idle(self) -> Any:
         """The next message; ``_CLOSE`` once the connection was idle for ``--idle-timeout``
@@ -530,6 +536,7 @@ class Connection:
                     await self.send_within(item)
             finally:
                 self._sent.set()
+                self.host.changed()
 
     # --- admission ----------------------------------------------------------------------
 
@@ -594,8 +601,10 @@ async def registered(host: Host, connection: Connection, slot: object) -> AsyncI
     """Count an admitted connection while it runs, so that the server's limits, its metrics
     and its drain see it."""
     host.connections.add(connection)
+    host.changed()
     try:
         yield
     finally:
         host.connections.discard(connection)
         host.release_connection(slot)
+        host.changed()

@@ -21,7 +21,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from voicestream.access import AccessPolicy, accepted_subprotocol, protect
-from voicestream.drain import Drain, DrainWatch
+from voicestream.edge.drain import Drain, DrainWatch
 from voicestream.engine import KokoroEngine
 from voicestream.engine.memory import IdleRelease
 from voicestream.protocol import ErrorCode, ErrorFrame
@@ -80,7 +80,7 @@ class ServerState:
         return self.service
 
     async def drain(self) -> None:
-        """SIGTERM (`voicestream.drain`): refuse new sessions and requests, let accepted ones
+        """SIGTERM (`voicestream.edge.drain`): refuse new sessions and requests, let accepted ones
         finish within ``grace_s``; a session with nothing left to send goes away (1001) at
         once. Then cut: the sessions left close with 1001, every unfinished request fails
         ``busy`` (a session's or an SSE stream's error frame), and an HTTP stream still being
@@ -154,7 +154,7 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
             log.exception("The model failed to load")
             state.ready.set()  # waiting requests are refused at once, not after ready_timeout_s
             return
-        state.service = SpeechCore(loaded, settings, state.metrics)
+        state.service = SpeechCore(loaded, settings, state.metrics, state.edge.changed)
         state.service.scheduler.start()
         state.ready.set()
         log.info("Kokoro-82M ready on %s", ", ".join(loaded.providers))

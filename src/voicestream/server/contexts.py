@@ -325,6 +325,8 @@ class ContextConnection(SpeechConnection):
         else:
             if self._forget(context):
                 await self._tell(context, Ended(context.id, completed=True))
+        finally:
+            self.host.changed()  # the connection may be idle now: the drain looks again
 
     async def _send_sentence(self, context: _Context, stream: AudioStream) -> None:
         started, sentence_s = time.monotonic(), context.audio_s

@@ -164,10 +164,15 @@ class SpeechCore:
     """The speech server's core: the engine, its scheduler, the limits and the metrics, and
     the one entry every face asks for speech through (`start`)."""
 
-    def __init__(self, engine: KokoroEngine, settings: ServerSettings, metrics: ServerMetrics) -> None:
+    def __init__(
+        self, engine: KokoroEngine, settings: ServerSettings, metrics: ServerMetrics,
+        on_change: Callable[[], None] = lambda: None,
+    ) -> None:
         self.engine = engine
         self.settings = settings
         self.metrics = metrics
+        self.on_change = on_change
+        """Told when a connection may have become idle (the drain's wake-up)."""
         self.scheduler = SynthesisScheduler(engine, Budgets(
             max_queue=settings.max_queue,
             max_sessions=settings.max_sessions,
@@ -212,6 +217,9 @@ class SpeechCore:
 
     def count_close(self, code: int) -> None:
         self.metrics.sessions_closed.labels(code=str(code)).inc()
+
+    def changed(self) -> None:
+        self.on_change()
 
     def admit_connection(self) -> Listener | None:
         """A new connection's listener, holding its reserve of queue slots; None when full."""

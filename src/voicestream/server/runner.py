@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import uvicorn
 
 from voicestream.asgi import CONNECTION_PROTOCOLS, free_port, serving
-from voicestream.drain import UVICORN_SHUTDOWN_S, DrainingServer
+from voicestream.edge.drain import UVICORN_SHUTDOWN_S, DrainingServer
 from voicestream.engine import KokoroEngine
 from voicestream.server.app import create_app
 from voicestream.server.settings import ServerSettings
@@ -24,7 +24,7 @@ def _config(settings: ServerSettings, engine: KokoroEngine | None, log_level: st
 
 
 def serve(settings: ServerSettings, log_level: str = "info") -> None:
-    """Run until SIGTERM or Ctrl-C, then drain and exit within ``voicestream.drain``'s
+    """Run until SIGTERM or Ctrl-C, then drain and exit within ``voicestream.edge.drain``'s
     deadline (``voicestream serve``, the container entrypoint). Logging is set up by the
     caller (``voicestream.logs``)."""
     config = _config(settings, None, log_level)

@@ -290,7 +290,7 @@ class SynthesisScheduler:
         run going stops between two nodes, every request not finished fails ``busy`` (its
         route tells its client), the workers end. Never waits for a worker's thread: a run
         that does not stop at once finishes on its own and its audio is dropped, or the
-        process exits first (`voicestream.drain`)."""
+        process exits first (`voicestream.edge.drain`)."""
         if self._stopping:
             return
         self._stopping = True

@@ -37,7 +37,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/* The speech pod's terminationGracePeriodSeconds: SIGTERM comes after the preStop sleep,
-then the server exits within its own deadline (voicestream.drain): in-flight requests get
+then the server exits within its own deadline (voicestream.edge.drain): in-flight requests get
 --grace-s, what was cut the close time, uvicorn and the exit the shutdown time. Computed here
 so that it is never typed twice. */}}
 {{- define "voicestream.speechTerminationGrace" -}}

@@ -434,6 +434,7 @@ class RealtimeSession:
 
         def finished(done: asyncio.Task[Any]) -> None:
             self._background.discard(done)
+            self.service.changed()
             if not done.cancelled() and done.exception() is not None:
                 logger.error("a realtime task failed", exc_info=done.exception())
 
@@ -596,6 +597,7 @@ class RealtimeSession:
         if self.response is response:
             self.response = None
         self.last_response = response
+        self.service.changed()  # the socket may be idle now: the drain looks again
 
     async def _cancel(self, response: Response, reason: str) -> None:
         """Mute `response` and drop its queued audio before anything else can be sent."""

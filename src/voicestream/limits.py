@@ -1,6 +1,6 @@
 """The speech server's limits and their defaults, written once.
 
-`voicestream.server.settings.ServerSettings`, the scheduler's `Budgets` and the options of
+`voicestream.speech.settings.ServerSettings`, the scheduler's `Budgets` and the options of
 `voicestream serve` all read them from here (docs/PROTOCOL.md 1.7 and docs/RELIABILITY.md
 say what each bounds). This module imports nothing, so that ``voicestream --help`` stays fast
 and works where the engine is not installed.

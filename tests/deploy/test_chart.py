@@ -38,8 +38,8 @@ from voicestream.agent.app import DEFAULT_GRACE_S
 from voicestream.edge.drain import CLOSE_S, SHUTDOWN_S, exit_deadline_s
 from voicestream.infra.config import CONTAINER_STARTUP_TIMEOUT_S, image_flavor
 from voicestream.server import ServerSettings
-from voicestream.server.metrics import ServerMetrics
 from voicestream.server.runner import _config
+from voicestream.speech.metrics import ServerMetrics
 
 KEDA_SCHEMA = Path(__file__).parent / "keda_scaledobject_v2.20.2.json"
 DEPLOY_DOC = REPO / "docs" / "DEPLOY.md"

@@ -13,7 +13,7 @@ from voicestream.cpus import CPU_USE, available_cpus
 from voicestream.engine import KokoroEngine
 from voicestream.engine.kokoro import max_run_threads, split_sentences
 from voicestream.engine.offline import render_whole, stream, stream_parallel
-from voicestream.server.scheduler import Listener, SynthesisJob, SynthesisScheduler
+from voicestream.speech.scheduler import Listener, SynthesisJob, SynthesisScheduler
 
 SENTENCES = "The first sentence is short. A second one follows it. And a third closes the text."
 

@@ -102,7 +102,7 @@ def test_no_release_while_a_run_goes_on(quick_release: memory.IdleRelease) -> No
 def test_a_release_delay_that_is_not_a_number_falls_back_to_the_default(monkeypatch, caplog) -> None:
     """The server reads ``VOICESTREAM_RELEASE_AFTER_S`` into its settings, which make the idle
     release of the engine it loads: a typo is logged, not fatal."""
-    from voicestream.server.settings import RELEASE_AFTER_ENV, RENEW_ABOVE_ENV, ServerSettings
+    from voicestream.speech.settings import RELEASE_AFTER_ENV, RENEW_ABOVE_ENV, ServerSettings
 
     monkeypatch.setenv(RELEASE_AFTER_ENV, "one second")
     assert ServerSettings().release_after_s == memory.DEFAULT_RELEASE_AFTER_S
@@ -119,7 +119,7 @@ async def test_a_server_hands_the_engine_it_loads_the_release_its_settings_make(
     from its settings (``VOICESTREAM_RELEASE_AFTER_S``, ``VOICESTREAM_RENEW_ABOVE``) and hands
     it to that engine, which counts its runs there and reports them in /metrics."""
     from voicestream.server import ServerSettings, create_app
-    from voicestream.server.settings import RELEASE_AFTER_ENV, RENEW_ABOVE_ENV
+    from voicestream.speech.settings import RELEASE_AFTER_ENV, RENEW_ABOVE_ENV
 
     monkeypatch.setenv(RELEASE_AFTER_ENV, "0.25")
     monkeypatch.setenv(RENEW_ABOVE_ENV, "0")

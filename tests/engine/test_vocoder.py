@@ -153,7 +153,7 @@ def test_a_first_window_of_zero_renders_the_first_piece_whole(whole_pieces: Koko
 
 def test_the_first_window_is_on_by_default_where_the_audio_is_streamed(engine: KokoroEngine) -> None:
     """The server's and the engine's default, for a listener who hears nothing yet."""
-    from voicestream.server.settings import ServerSettings
+    from voicestream.speech.settings import ServerSettings
 
     assert engine.first_window_s == ServerSettings().first_window_s == FIRST_WINDOW_S
     assert next(engine.plan(LONE_SENTENCE)).windowed

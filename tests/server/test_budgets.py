@@ -11,7 +11,7 @@ import asyncio
 from tests.replaying import ReplayingEngine
 
 from voicestream.engine import KokoroEngine
-from voicestream.server.scheduler import (
+from voicestream.speech.scheduler import (
     Budgets,
     BusyError,
     JobState,

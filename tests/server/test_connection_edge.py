@@ -46,7 +46,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 
 from voicestream.server import free_port
 from voicestream.server.runner import running_server
-from voicestream.server.settings import ServerSettings
+from voicestream.speech.settings import ServerSettings
 
 pytestmark = pytest.mark.timeout(400)
 

@@ -13,7 +13,6 @@ from voicestream.engine.alignment import TimedWord as WordTiming
 from voicestream.protocol import ProtocolError
 from voicestream.protocol.deepgram import parse_speak_query
 from voicestream.protocol.elevenlabs import parse_output_format
-from voicestream.server.cartesia import CartesiaMachine
 from voicestream.server.contexts import (
     Audio,
     Cancel,
@@ -28,8 +27,9 @@ from voicestream.server.contexts import (
     Refused,
     Send,
 )
-from voicestream.server.deepgram import DeepgramMachine
-from voicestream.server.elevenlabs import SINGLE, ElevenLabsMachine, SocketOptions
+from voicestream.server.faces.cartesia import CartesiaMachine
+from voicestream.server.faces.deepgram import DeepgramMachine
+from voicestream.server.faces.elevenlabs import SINGLE, ElevenLabsMachine, SocketOptions
 
 
 def kinds(commands: list[Any]) -> list[str]:

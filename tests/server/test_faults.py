@@ -18,7 +18,7 @@ from tests.server.faults import (
 )
 from tests.server.wire import WirePeer
 
-import voicestream.server.core as server_core
+import voicestream.speech.core as server_core
 from voicestream.server import ServerSettings, free_port, running_server
 
 

@@ -29,10 +29,10 @@ from voicestream.audio import create_encoder
 from voicestream.engine import KokoroEngine
 from voicestream.protocol import ErrorCode
 from voicestream.server import ServerSettings, create_app
-from voicestream.server.core import Output, RequestRejected, SpeechCore, Voice
-from voicestream.server.http import invocations
-from voicestream.server.job import JobFailed, JobState, Listener
-from voicestream.server.metrics import ServerMetrics
+from voicestream.server.faces.http import invocations
+from voicestream.speech.core import Output, RequestRejected, SpeechCore, Voice
+from voicestream.speech.job import JobFailed, JobState, Listener
+from voicestream.speech.metrics import ServerMetrics
 
 LONG_TEXT = " ".join(f"Sentence {n} of an answer nobody takes." for n in range(1, 13))
 HEART = Voice("af_heart", 1.0, None)
@@ -265,8 +265,8 @@ def test_every_error_raised_below_the_faces_is_a_speech_fault() -> None:
         TextTooLongError,
     )
     from voicestream.protocol import ProtocolError, SpeechFault, fault_frame, http_status
-    from voicestream.server.core import ENGINE_REFUSALS, SynthesisFailed, refused
-    from voicestream.server.scheduler import BusyError, RenderFailed
+    from voicestream.speech.core import ENGINE_REFUSALS, SynthesisFailed, refused
+    from voicestream.speech.scheduler import BusyError, RenderFailed
 
     faults = [
         ProtocolError(ErrorCode.INVALID_JSON, "not JSON", "r1"), refused(TextTooLongError("too long")),

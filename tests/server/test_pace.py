@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from voicestream.server.pace import (
+from voicestream.speech.pace import (
     PRIOR_AUDIO_S_PER_PHONEME,
     PRIOR_S_PER_PHONEME,
     WEIGHT,

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from voicestream.server.pace import PaceTable
-from voicestream.server.policy import (
+from voicestream.speech.pace import PaceTable
+from voicestream.speech.policy import (
     Budgets,
     Decisions,
     Lane,

@@ -38,8 +38,8 @@ from voicestream.edge.connection import (
 from voicestream.engine import KokoroEngine
 from voicestream.limits import SEND_BUFFER_BYTES
 from voicestream.server import ServerSettings
-from voicestream.server.core import SpeechCore
-from voicestream.server.metrics import ServerMetrics
+from voicestream.speech.core import SpeechCore
+from voicestream.speech.metrics import ServerMetrics
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,9 +15,9 @@ from voicestream.bench.texts import LONE_SENTENCE
 from voicestream.cpus import CPU_USE
 from voicestream.engine import KokoroEngine
 from voicestream.engine.vocoder import FIRST_WINDOW_S
-from voicestream.server.job import JobState, Listener, SynthesisJob
-from voicestream.server.policy import Lane
-from voicestream.server.scheduler import SynthesisScheduler, _Order, _Part
+from voicestream.speech.job import JobState, Listener, SynthesisJob
+from voicestream.speech.policy import Lane
+from voicestream.speech.scheduler import SynthesisScheduler, _Order, _Part
 
 
 async def test_the_first_piece_goes_out_window_by_window_with_its_words(windowed_replays: ReplayingEngine) -> None:

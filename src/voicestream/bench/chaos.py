@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from voicestream.server.scheduler import Budgets
+from voicestream.speech.scheduler import Budgets
 
 SESSION_PATH = "/invocations-bidirectional-stream"
 SHORT_TEXTS = ("Hello there.", "Fine, thanks.", "One more sentence.", "Yes.", "See you soon.")

@@ -37,7 +37,7 @@ from voicestream.bench.chaos import (
 from voicestream.bench.report import Report, Table, machine_context
 from voicestream.bench.texts import BLOCK, LATENCY_ANSWER, LOAD_TEXT, MONOLOGUE, RTF_INPUTS
 from voicestream.engine.memory import DEFAULT_RENEW_ABOVE
-from voicestream.server.settings import RELEASE_AFTER_ENV, RENEW_ABOVE_ENV
+from voicestream.speech.settings import RELEASE_AFTER_ENV, RENEW_ABOVE_ENV
 
 LOAD_TEXTS = (*RTF_INPUTS.values(), BLOCK, LATENCY_ANSWER, LOAD_TEXT, MONOLOGUE, LONG_TEXT)
 """From 12 to about 1,300 characters: ONNX Runtime and malloc see many input lengths."""

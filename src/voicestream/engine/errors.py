@@ -2,7 +2,7 @@
 for people (safe to show).
 
 The engine knows no wire: the server maps a refusal to its protocol's code once, where a
-request is checked (`voicestream.server.core`), and the command line prints the message.
+request is checked (`voicestream.speech.core`), and the command line prints the message.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 benches and the tests.
 
 The server schedules pieces itself, against every listener's slack
-(`voicestream.server.scheduler`); nothing here serves a listener. Each function gives the
+(`voicestream.speech.scheduler`); nothing here serves a listener. Each function gives the
 audio the server gives a new listener for the same text, bit for bit: the same plan, the
 same pieces, the same renders.
 """

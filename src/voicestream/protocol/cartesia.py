@@ -3,7 +3,7 @@
 
 The shapes follow what pipecat's ``CartesiaTTSService`` and LiveKit's ``cartesia.TTS`` send
 and read (their installed source, where it differs from Cartesia's documentation): see
-``voicestream.server.cartesia``. Inbound validation is strict in the protocol's way (a
+``voicestream.server.faces.cartesia``. Inbound validation is strict in the protocol's way (a
 number is never a string, ``true`` is never 1, ``null`` is an absent field) and every
 problem becomes a :class:`ProtocolError` addressed to the message's ``context_id``.
 """

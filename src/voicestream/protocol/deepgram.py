@@ -3,7 +3,7 @@ and the audio, the socket's client messages, and what the server answers.
 
 The shapes follow what pipecat's ``DeepgramTTSService`` / ``DeepgramHttpTTSService`` and
 LiveKit's ``deepgram.TTS`` send and read (their installed source) and Deepgram's API
-reference: see ``voicestream.server.deepgram``. Every problem becomes a :class:`ProtocolError`.
+reference: see ``voicestream.server.faces.deepgram``. Every problem becomes a :class:`ProtocolError`.
 
 A Deepgram model id names a voice (``aura-2-thalia-en``); each Aura voice is mapped to a
 Kokoro voice of the same language and expressed gender (:data:`AURA_VOICES`; German and

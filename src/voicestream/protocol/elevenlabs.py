@@ -3,7 +3,7 @@
 What ``WS /v1/text-to-speech/{voice_id}/multi-stream-input`` and ``/stream-input`` take and
 answer, and what the ``POST /v1/text-to-speech/{voice_id}`` routes take and answer with
 timestamps: the shapes pipecat's ``ElevenLabsTTSService`` / ``ElevenLabsHttpTTSService`` and
-LiveKit's ``elevenlabs.TTS`` send and read (see ``voicestream.server.elevenlabs``). Inbound
+LiveKit's ``elevenlabs.TTS`` send and read (see ``voicestream.server.faces.elevenlabs``). Inbound
 validation is strict (a number is never a string, ``true`` is never 1, ``null`` is an absent
 field); every problem becomes a :class:`ProtocolError`.
 

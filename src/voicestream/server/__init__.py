@@ -1,7 +1,10 @@
-"""The speech server: Starlette app, session scheduler, limits and metrics."""
+"""The speech server: the Starlette app and its runner (`app`, `runner`), the faces
+(`faces`: one module per wire protocol), the context runner that executes the context faces'
+protocol machines (`contexts`) and the speech core's connection on the edge (`connection`).
+The core itself is `voicestream.speech`; the edge, shared with the agent, `voicestream.edge`."""
 
 from voicestream.server.app import create_app
 from voicestream.server.runner import free_port, running_server, serve
-from voicestream.server.settings import ServerSettings
+from voicestream.speech.settings import ServerSettings
 
 __all__ = ["ServerSettings", "create_app", "free_port", "running_server", "serve"]

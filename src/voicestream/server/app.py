@@ -25,30 +25,30 @@ from voicestream.edge.drain import Drain, DrainWatch
 from voicestream.engine import KokoroEngine
 from voicestream.engine.memory import IdleRelease
 from voicestream.protocol import ErrorCode, ErrorFrame
-from voicestream.server.captioned import captioned_speech
-from voicestream.server.cartesia import tts_bytes, tts_sse, tts_websocket
-from voicestream.server.core import SpeechCore
-from voicestream.server.deepgram import speak, speak_websocket
-from voicestream.server.discovery import list_models, list_openai_voices, list_voices
-from voicestream.server.elevenlabs import multi_stream_input, stream_input
-from voicestream.server.elevenlabs_http import (
+from voicestream.server.faces.captioned import captioned_speech
+from voicestream.server.faces.cartesia import tts_bytes, tts_sse, tts_websocket
+from voicestream.server.faces.deepgram import speak, speak_websocket
+from voicestream.server.faces.discovery import list_models, list_openai_voices, list_voices
+from voicestream.server.faces.elevenlabs import multi_stream_input, stream_input
+from voicestream.server.faces.elevenlabs_http import (
     speech,
     speech_stream,
     speech_stream_with_timestamps,
     speech_with_timestamps,
 )
-from voicestream.server.http import error_response, invocations, openai_speech
-from voicestream.server.metrics import CONTENT_TYPE, ServerMetrics
-from voicestream.server.session import serve_session
-from voicestream.server.settings import ServerSettings
-from voicestream.server.wyoming import serve_wyoming
+from voicestream.server.faces.http import error_response, invocations, openai_speech
+from voicestream.server.faces.session import serve_session
+from voicestream.server.faces.wyoming import serve_wyoming
+from voicestream.speech.core import SpeechCore
+from voicestream.speech.metrics import CONTENT_TYPE, ServerMetrics
+from voicestream.speech.settings import ServerSettings
 from voicestream.web import PLAYGROUND_PAGE, page_routes
 
 log = logging.getLogger(__name__)
 
 
 def _elevenlabs_routes() -> list[Route | WebSocketRoute]:
-    """ElevenLabs' speech API (``voicestream.server.elevenlabs``)."""
+    """ElevenLabs' speech API (``voicestream.server.faces.elevenlabs``)."""
     base = "/v1/text-to-speech/{voice_id}"
     return [
         Route(base, _needs_service(speech), methods=["POST"]),

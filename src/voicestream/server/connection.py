@@ -5,8 +5,8 @@ slot is its `Listener`, the connection's share of the queue for all its requests
 from __future__ import annotations
 
 from voicestream.edge.connection import Connection, PeerTransport
-from voicestream.server.core import SpeechCore
-from voicestream.server.job import Listener
+from voicestream.speech.core import SpeechCore
+from voicestream.speech.job import Listener
 
 
 class SpeechConnection(Connection):

@@ -10,7 +10,7 @@ protocol state and nothing else: no socket, no task, no timer, no budget.
 
 :class:`ContextConnection` executes those commands against the core, for every such face
 once: the per-socket limit on open contexts and the voice check at open, one task per
-context iterating its :class:`~voicestream.server.streamed.StreamedSpeech`, one error path
+context iterating its :class:`~voicestream.speech.streamed.StreamedSpeech`, one error path
 (a refusal is reported with the context's id, anything else logged once and reported as
 ``internal``), one bounded send path (a context waits while ``MAX_QUEUED_ANSWERS`` of its
 frames wait for the socket; a frame of a context cancelled meanwhile is dropped when its turn
@@ -34,9 +34,9 @@ from voicestream.edge.connection import PeerTransport, busy, serve_connection
 from voicestream.engine.alignment import TimedWord, offset_words
 from voicestream.protocol import ErrorCode, SpeechFault
 from voicestream.server.connection import SpeechConnection
-from voicestream.server.core import AudioStream, Output, SpeechCore, Voice
-from voicestream.server.job import Listener
-from voicestream.server.streamed import Spoken, StreamedSpeech
+from voicestream.speech.core import AudioStream, Output, SpeechCore, Voice
+from voicestream.speech.job import Listener
+from voicestream.speech.streamed import Spoken, StreamedSpeech
 from voicestream.text import STREAMED
 
 log = logging.getLogger(__name__)

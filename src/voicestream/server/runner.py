@@ -11,7 +11,7 @@ from voicestream.asgi import CONNECTION_PROTOCOLS, free_port, serving
 from voicestream.edge.drain import UVICORN_SHUTDOWN_S, DrainingServer
 from voicestream.engine import KokoroEngine
 from voicestream.server.app import create_app
-from voicestream.server.settings import ServerSettings
+from voicestream.speech.settings import ServerSettings
 
 
 def _config(settings: ServerSettings, engine: KokoroEngine | None, log_level: str) -> uvicorn.Config:

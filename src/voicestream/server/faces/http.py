@@ -38,7 +38,7 @@ from voicestream.protocol import (
     parse_openai_request,
     parse_post_request,
 )
-from voicestream.server.core import (
+from voicestream.speech.core import (
     AudioStream,
     Output,
     RequestRejected,
@@ -46,7 +46,7 @@ from voicestream.server.core import (
     SynthesisFailed,
     Voice,
 )
-from voicestream.server.job import Listener
+from voicestream.speech.job import Listener
 
 log = logging.getLogger(__name__)
 

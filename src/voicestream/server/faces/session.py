@@ -57,9 +57,9 @@ from voicestream.protocol import (
     parse_client_message,
 )
 from voicestream.server.connection import SpeechConnection
-from voicestream.server.core import Output, SpeechCore, Voice
-from voicestream.server.job import Listener, SynthesisJob
-from voicestream.server.streamed import Spoken, StreamedSpeech
+from voicestream.speech.core import Output, SpeechCore, Voice
+from voicestream.speech.job import Listener, SynthesisJob
+from voicestream.speech.streamed import Spoken, StreamedSpeech
 from voicestream.text import STREAMED, STREAMED_SENTENCES
 
 log = logging.getLogger(__name__)

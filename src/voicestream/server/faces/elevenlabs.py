@@ -57,7 +57,7 @@ from voicestream.protocol.elevenlabs import (
 )
 from voicestream.server import contexts as ctx
 from voicestream.server.contexts import ContextConnection
-from voicestream.server.core import Output, SpeechCore, Voice
+from voicestream.speech.core import Output, SpeechCore, Voice
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """What the engine renders next, for whom, on which lane, whole or window by window.
 
 One quantity drives it: a listener's **slack**, its audio left to play less the predicted
-render (`voicestream.server.pace`) of the piece it needs next. `decide` is a pure function of
+render (`voicestream.speech.pace`) of the piece it needs next. `decide` is a pure function of
 a frozen `Snapshot` (no clock, threads or model); the scheduler applies it.
 - Slack on one thread not *in hand* (`MARGIN`): **urgent**, every core it can claim; else it
   **yields**: one thread, each part waiting while an urgent run goes (`CpuUse.ranked`), unless
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from voicestream import limits
-from voicestream.server.pace import PaceTable
+from voicestream.speech.pace import PaceTable
 
 MARGIN = 0.5
 """Slack is *in hand* when it is at least this fraction of the render it is measured

@@ -63,14 +63,14 @@ from voicestream.protocol.cartesia import (
 )
 from voicestream.server import contexts as ctx
 from voicestream.server.contexts import ContextConnection
-from voicestream.server.core import AudioStream, Output, SpeechCore, SynthesisFailed, Voice
-from voicestream.server.http import (
+from voicestream.server.faces.http import (
     audio_body,
     error_response,
     read_body,
     start_stream,
     stream_response,
 )
+from voicestream.speech.core import AudioStream, Output, SpeechCore, SynthesisFailed, Voice
 
 log = logging.getLogger(__name__)
 

@@ -58,9 +58,9 @@ from voicestream.protocol.wyoming import (
     parse_event_data,
 )
 from voicestream.server.connection import SpeechConnection
-from voicestream.server.core import Output, RequestRejected, SpeechCore, Voice
-from voicestream.server.job import Listener
-from voicestream.server.streamed import Spoken, StreamedSpeech
+from voicestream.speech.core import Output, RequestRejected, SpeechCore, Voice
+from voicestream.speech.job import Listener
+from voicestream.speech.streamed import Spoken, StreamedSpeech
 from voicestream.text import STREAMED
 
 log = logging.getLogger(__name__)

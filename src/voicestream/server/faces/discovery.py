@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from voicestream.protocol import voice_catalog
-from voicestream.server.core import SpeechCore
+from voicestream.speech.core import SpeechCore
 
 MODEL_IDS = ("kokoro", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 """Model names the speech route accepts; every one is Kokoro-82M (``model`` is ignored)."""

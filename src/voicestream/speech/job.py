@@ -48,7 +48,7 @@ class JobFailed(SpeechFault):
     """The request ended without all its audio (the engine or the encoder failed, or it went
     stale in the queue); ``code`` is the protocol's, the message for people. The cause,
     where there is one, has been logged once already. (``SynthesisFailed`` in
-    `voicestream.server.core` is this class.)"""
+    `voicestream.speech.core` is this class.)"""
 
 
 class Listener:

@@ -1,6 +1,6 @@
 """How long a piece takes to render on this machine: the scheduler's own measure of its runs.
 
-The scheduling policy (`voicestream.server.policy`) weighs each listener's audio left to play
+The scheduling policy (`voicestream.speech.policy`) weighs each listener's audio left to play
 against the render of the piece it needs next, so it needs that render's length before the
 run; it is predicted from the piece's phonemes and the seconds per phoneme that the runs so
 far took on the same thread count (renders scale with the audio's frames, so with phonemes

@@ -41,8 +41,8 @@ from voicestream.protocol.deepgram import (
 )
 from voicestream.server import contexts as ctx
 from voicestream.server.contexts import ContextConnection
-from voicestream.server.core import Output, SpeechCore, Voice
-from voicestream.server.http import audio_body, read_body, start_stream, stream_response
+from voicestream.server.faces.http import audio_body, read_body, start_stream, stream_response
+from voicestream.speech.core import Output, SpeechCore, Voice
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """One engine, many listeners: the workers that render pieces, and the budgets they keep.
 
-What renders next is one policy (`voicestream.server.policy`), driven by each listener's
+What renders next is one policy (`voicestream.speech.policy`), driven by each listener's
 slack: the audio it has left to play less the predicted render of the piece it needs next
-(`voicestream.server.pace`, from this server's own runs). A listener about to run dry is
+(`voicestream.speech.pace`, from this server's own runs). A listener about to run dry is
 urgent, whether its piece is its first or its fifth; one with slack in hand yields. Every
 piece is vocoded window by window (`voicestream.engine.vocoder`), so that it can move at a
 part. Who gets the cores is ranked (`voicestream.cpus.CpuUse`): an urgent run renders at
@@ -36,7 +36,7 @@ The scheduler owns every budget of the server (docs/RELIABILITY.md), so that no 
 hold memory the others do not see:
 
 - **queue slots**: a request holds one from `submit` until its audio is sent or it ended
-  (`voicestream.server.job`). A session reserves ``max_queue // max_sessions`` slots for
+  (`voicestream.speech.job`). A session reserves ``max_queue // max_sessions`` slots for
   itself, so sessions that never read cannot fill the queue for the others; beyond its
   reserve a request takes a shared slot if one is left, else it is refused (`BusyError`).
 - **bytes**: a piece's audio is encoded by the worker that rendered it (never on the event
@@ -86,7 +86,7 @@ from voicestream.engine.alignment import TimedWord, offset_words
 from voicestream.engine.memory import RunStop, RunStopped, stopping
 from voicestream.engine.phonemes import MAX_PHONEMES
 from voicestream.protocol import ErrorCode
-from voicestream.server.job import (
+from voicestream.speech.job import (
     JobFailed,
     JobState,
     Listener,
@@ -94,8 +94,8 @@ from voicestream.server.job import (
     RequestRejected,
     SynthesisJob,
 )
-from voicestream.server.pace import RenderPace
-from voicestream.server.policy import (
+from voicestream.speech.pace import RenderPace
+from voicestream.speech.policy import (
     Budgets,
     Lane,
     ListenerView,

@@ -34,8 +34,8 @@ from voicestream.protocol import (
     SynthesisStart,
     http_status,
 )
-from voicestream.server.metrics import ServerMetrics
-from voicestream.server.scheduler import (
+from voicestream.speech.metrics import ServerMetrics
+from voicestream.speech.scheduler import (
     Budgets,
     JobFailed,
     JobState,
@@ -45,7 +45,7 @@ from voicestream.server.scheduler import (
     SynthesisJob,
     SynthesisScheduler,
 )
-from voicestream.server.settings import ServerSettings
+from voicestream.speech.settings import ServerSettings
 
 log = logging.getLogger(__name__)
 

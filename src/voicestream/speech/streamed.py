@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 from voicestream.engine.alignment import TimedWord, offset_chars
 from voicestream.protocol import ErrorCode
-from voicestream.server.core import AudioStream, Output, RequestRejected, SpeechCore, Voice
-from voicestream.server.job import Listener, SynthesisJob
+from voicestream.speech.core import AudioStream, Output, RequestRejected, SpeechCore, Voice
+from voicestream.speech.job import Listener, SynthesisJob
 from voicestream.text import STREAMED, ChunkSchedule, IncrementalSentenceChunker
 
 AHEAD = 2

@@ -26,14 +26,14 @@ from starlette.responses import JSONResponse, Response
 from voicestream.audio import ENGINE_SAMPLE_RATE, StreamEncoder, finalize_wav
 from voicestream.engine.alignment import TimedWord
 from voicestream.protocol import SpeechFault, parse_captioned_request
-from voicestream.server.core import AudioStream, Output, SpeechCore, SynthesisFailed, Voice
-from voicestream.server.http import (
+from voicestream.server.faces.http import (
     answer_whole,
     fault_response,
     read_body,
     start_stream,
     stream_response,
 )
+from voicestream.speech.core import AudioStream, Output, SpeechCore, SynthesisFailed, Voice
 
 
 def kokoro_timestamps(words: Sequence[TimedWord]) -> list[dict[str, object]]:

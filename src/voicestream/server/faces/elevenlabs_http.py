@@ -40,9 +40,8 @@ from voicestream.protocol.elevenlabs import (
     parse_speech_request,
     spoken_language,
 )
-from voicestream.server.core import AudioStream, Output, SpeechCore, SynthesisFailed, Voice
-from voicestream.server.elevenlabs import ROUTE, output_of
-from voicestream.server.http import (
+from voicestream.server.faces.elevenlabs import ROUTE, output_of
+from voicestream.server.faces.http import (
     answer_whole,
     audio_body,
     fault_response,
@@ -50,6 +49,7 @@ from voicestream.server.http import (
     start_stream,
     stream_response,
 )
+from voicestream.speech.core import AudioStream, Output, SpeechCore, SynthesisFailed, Voice
 
 NDJSON = "application/x-ndjson"
 

@@ -1,5 +1,5 @@
 """One context runner for every face whose text comes in contexts: Cartesia's socket, ElevenLabs'
-two sockets and Deepgram's.
+two sockets, Deepgram's and Wyoming's connection.
 
 A face is a **protocol machine without I/O** (:class:`FaceMachine`), as h11 is: it takes one
 client message and returns :data:`Command` values (open a context, feed it text, flush it with
@@ -18,6 +18,12 @@ comes), word times re-based once (from the start of the context's audio) and the
 metric. A context the face cancelled reports nothing more: the face already knows; one
 the core refuses to open (a full socket, an unknown voice) is refused to the client and
 reported to the face as :class:`Refused`.
+
+A face whose answers never interleave (Wyoming) opens its contexts ``in_order``: each is
+answered when its turn in the connection's outbox comes, after every frame and context
+queued before it, by the sender itself (no task of its own; a failure's error frame takes its
+place in that order); with ``sentences`` the face also hears where each sentence's audio
+begins and ends (:class:`Sentence`).
 """
 
 from __future__ import annotations
@@ -30,7 +36,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from voicestream.edge.connection import PeerTransport, busy, serve_connection
+from voicestream.edge.connection import (
+    PeerGone,
+    PeerTransport,
+    SendTimedOut,
+    busy,
+    serve_connection,
+)
 from voicestream.engine.alignment import TimedWord, offset_words
 from voicestream.protocol import ErrorCode, SpeechFault
 from voicestream.server.connection import SpeechConnection
@@ -61,12 +73,18 @@ class Open:
     """The core's id of the context's requests (logs, metrics)."""
     answer_id: str | None
     """The id the face's error frames for this context carry."""
+    in_order: bool = False
+    """Answered after everything queued before it, by the sender (see the module's docstring)."""
+    sentences: bool = False
+    """The face hears :class:`Sentence` before and after each sentence's audio."""
 
 
 @dataclass(frozen=True, slots=True)
 class Feed:
     context: str
     text: str
+    whole: bool = False
+    """Speak ``text`` as one piece of its own, not cut into sentences (a whole-text request)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +175,16 @@ class Refused:
     context: str
 
 
-Event = Audio | Marked | Ended | Failed | Refused
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    """A sentence's audio of ``context`` begins, or (``ended``) is all sent; only for a context
+    opened with ``sentences``."""
+
+    context: str
+    ended: bool
+
+
+Event = Audio | Marked | Ended | Failed | Refused | Sentence
 
 
 class FaceMachine(Protocol):
@@ -193,6 +220,8 @@ class _Context:
     id: str
     answer_id: str | None
     speech: StreamedSpeech
+    in_order: bool = False
+    sentences: bool = False
     audio_s: float = 0.0
     """Audio of this context sent so far."""
     dropped: bool = False
@@ -231,7 +260,13 @@ class ContextConnection(SpeechConnection):
         self._execute(self.machine.receive(message), None)
         self.accepted()
 
+    async def answer(self, context: _Context) -> None:
+        """An ``in_order`` context, when its turn in the outbox comes."""
+        await self._run(context)
+
     async def release(self) -> None:
+        for waiting in self.contexts.values():  # in_order ones have no task of their own
+            waiting.speech.cancel()
         contexts = list(self._live)
         self.contexts.clear()
         for context in contexts:
@@ -250,8 +285,12 @@ class ContextConnection(SpeechConnection):
             match command:
                 case Open():
                     self._open(command)
-                case Feed(context, text):
-                    self._context(context).speech.feed(text)
+                case Feed(context, text, whole):
+                    speech = self._context(context).speech
+                    if whole:
+                        speech.say(text)
+                    else:
+                        speech.feed(text)
                 case Flush(context, mark):
                     speech = self._context(context).speech
                     speech.flush()
@@ -292,9 +331,12 @@ class ContextConnection(SpeechConnection):
             self.service, voice, command.output, self.listener, self.machine.route, command.request_id,
             STREAMED, command.max_delay_s,
         )
-        context = _Context(command.context, command.answer_id, speech)
-        context.task = asyncio.create_task(self._run(context), name=f"{self.machine.route}-context-{command.context}")
+        context = _Context(command.context, command.answer_id, speech, command.in_order, command.sentences)
         self.contexts[context.id] = context
+        if context.in_order:
+            self.queue_answer(context)
+            return
+        context.task = asyncio.create_task(self._run(context), name=f"{self.machine.route}-context-{command.context}")
         self._live.add(context)
         context.task.add_done_callback(lambda _: self._live.discard(context))
 
@@ -319,6 +361,8 @@ class ContextConnection(SpeechConnection):
                     await self._tell(context, Marked(context.id, item))
         except SpeechFault as refused:  # a failure was logged where it happened
             await self._fail(context, refused)
+        except (SendTimedOut, PeerGone):  # an in_order context's send: the connection is ending
+            raise
         except Exception:  # the context fails, the connection goes on
             log.exception("%s context failed", self.a_kind, extra={"request_id": speech.request_id})
             await self._fail(context, SpeechFault(ErrorCode.INTERNAL, "Synthesis failed for this context."))
@@ -330,6 +374,8 @@ class ContextConnection(SpeechConnection):
 
     async def _send_sentence(self, context: _Context, stream: AudioStream) -> None:
         started, sentence_s = time.monotonic(), context.audio_s
+        if context.sentences:
+            await self._tell(context, Sentence(context.id, ended=False))
         async with contextlib.aclosing(stream.chunks()) as chunks:
             async for chunk in chunks:
                 if context.speech.cancelled:
@@ -341,13 +387,18 @@ class ContextConnection(SpeechConnection):
                         context.id, chunk.data, context.audio_s, chunk.seconds, words, time.monotonic() - started,
                     ))
                 context.audio_s += chunk.seconds
+        if context.sentences and not context.speech.cancelled:
+            await self._tell(context, Sentence(context.id, ended=True))
 
     async def _fail(self, context: _Context, fault: SpeechFault) -> None:
         context.speech.cancel()
         if not self._forget(context):
             return
         fault.request_id = context.answer_id
-        self.report(fault)
+        if context.in_order:
+            await self.send_fault(fault)
+        else:
+            self.report(fault)
         await self._tell(context, Failed(context.id, fault), Ended(context.id, completed=False))
 
     def _forget(self, context: _Context) -> bool:
@@ -366,8 +417,10 @@ class ContextConnection(SpeechConnection):
         for frame in frames:
             if isinstance(frame, Finish):
                 self.finish()
-                continue
-            await self.emit(frame, context, MAX_QUEUED_ANSWERS)
+            elif not context.in_order:
+                await self.emit(frame, context, MAX_QUEUED_ANSWERS)
+            elif not context.dropped:
+                await self.send_within(frame)
 
 
 MachineFactory = Callable[[], FaceMachine]

@@ -16,9 +16,12 @@ types and framing):
 
 A bad event is answered with an ``error`` event and the connection goes on; an event
 whose declared sizes exceed ``--max-body-bytes`` cannot be skipped safely and ends the
-connection after its ``error``. Events are answered in order by one sender, under the edge
-every face shares (`voicestream.edge.connection`: send and idle timeouts, error budget,
-drain); this module only frames, parses and formats.
+connection after its ``error``. The protocol is a machine without I/O (:class:`WyomingMachine`)
+run by the context runner (`voicestream.server.contexts`): each utterance is a context,
+answered in order (``in_order``) by the one sender, under the edge every face shares
+(`voicestream.edge.connection`: send and idle timeouts, error budget, drain); this module
+only frames, parses and formats. At most ``max_session_requests`` utterances wait (more are
+answered ``busy``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from enum import Enum
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
@@ -43,12 +47,8 @@ from wyoming.tts import (
 
 from voicestream.asgi import cap_send_buffer, drop_now
 from voicestream.audio import ENGINE_SAMPLE_RATE
-from voicestream.edge.connection import (
-    POLICY,
-    PeerGone,
-    PeerTransport,
-    busy,
-)
+from voicestream.catalog import VoiceInfo
+from voicestream.edge.connection import POLICY, PeerGone
 from voicestream.protocol import DEFAULT_VOICE, ErrorCode, SpeechFault, voice_catalog
 from voicestream.protocol.wyoming import (
     WyomingSynthesize,
@@ -57,11 +57,9 @@ from voicestream.protocol.wyoming import (
     WyomingVoice,
     parse_event_data,
 )
-from voicestream.server.connection import SpeechConnection
+from voicestream.server import contexts as ctx
+from voicestream.server.contexts import ContextConnection
 from voicestream.speech.core import Output, RequestRejected, SpeechCore, Voice
-from voicestream.speech.job import Listener
-from voicestream.speech.streamed import Spoken, StreamedSpeech
-from voicestream.text import STREAMED
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +78,11 @@ def wyoming_language(code: str) -> str:
     return f"{language}_{region.upper()}" if region else language
 
 
-def info(service: SpeechCore) -> Info:
+def info(catalog: Sequence[VoiceInfo]) -> Info:
     voices = [
         TtsVoice(name=voice.name, attribution=ATTRIBUTION, installed=True, description=voice.name,
                  version=None, languages=[wyoming_language(voice.language)] if voice.language else [])
-        for voice in voice_catalog(service.engine.voices)
+        for voice in catalog
     ]
     program = TtsProgram(
         name="voicestream", attribution=ATTRIBUTION, installed=True, version=None,
@@ -93,14 +91,14 @@ def info(service: SpeechCore) -> Info:
     return Info(tts=[program])
 
 
-def choose_voice(service: SpeechCore, voice: WyomingVoice) -> str:
+def choose_voice(catalog: Sequence[VoiceInfo], voice: WyomingVoice) -> str:
     """The voice a ``voice`` object names: by ``name``, else the first of its ``language``."""
     if voice.name:
         return voice.name
     language = voice.language
     if language:
         wanted = language.lower().replace("_", "-")
-        languages = {info.name: info.language or "" for info in voice_catalog(service.engine.voices)}
+        languages = {info.name: info.language or "" for info in catalog}
         for match in (lambda code: code == wanted, lambda code: code.split("-")[0] == wanted.split("-")[0]):
             for voice_name, code in languages.items():
                 if match(code):
@@ -189,123 +187,132 @@ class WyomingTransport:
             self.writer.transport.abort()  # a no-op once closed; else the close timed out
 
 
-class WyomingConnection(SpeechConnection):
-    """One client: events are read and answered in order; each utterance's audio is sent as
-    it renders. At most ``max_session_requests`` utterances wait (more are answered ``busy``)."""
+class _State(Enum):
+    IDLE = "idle"
+    """No stream open: ``synthesize`` speaks a whole text."""
+    STREAMING = "streaming"
+    """``synthesize-start`` opened a stream: ``synthesize-chunk`` feeds it, ``synthesize`` is ignored."""
+    REFUSED = "refused"
+    """``synthesize-start`` was refused: its chunks are dropped without more errors until its stop."""
+
+
+_MOVES = frozenset({
+    (_State.IDLE, _State.STREAMING), (_State.IDLE, _State.REFUSED),
+    (_State.STREAMING, _State.IDLE), (_State.STREAMING, _State.REFUSED),  # stopped; the core refused it
+    (_State.REFUSED, _State.IDLE),
+})
+"""The legal transitions (a new ``synthesize-start`` stops the stream before it: through IDLE)."""
+
+
+_AUDIO = {"rate": ENGINE_SAMPLE_RATE, "width": 2, "channels": 1}
+
+
+class WyomingMachine:
+    """Wyoming's protocol without I/O (see `voicestream.server.contexts`): each utterance is a
+    context answered in order (``in_order``), each sentence's audio framed by ``audio-start``
+    and ``audio-stop`` (``sentences``). ``voices`` is the server's catalog (``describe``'s answer
+    and the voice a language names)."""
 
     kind = "Wyoming connection"
+    route = ROUTE
 
-    def __init__(self, transport: PeerTransport, service: SpeechCore, listener: Listener) -> None:
-        super().__init__(transport, service, listener)
-        self._stream: StreamedSpeech | None = None
-        """The utterance ``synthesize-start`` opened, fed by ``synthesize-chunk``."""
-        self._refused_stream = False
-        """``synthesize-start`` was refused: its chunks are dropped without more errors."""
+    def __init__(self, voices: Sequence[VoiceInfo]) -> None:
+        self.voices = tuple(voices)
+        self.state = _State.IDLE
+        self.stream: str | None = None
+        """The context ``synthesize-start`` opened, while it takes chunks."""
+        self.utterances: set[str] = set()
+        """Contexts opened and not yet ended."""
         self._count = 0
-        self._utterances: list[StreamedSpeech] = []
-        """Accepted and not yet sent in full (the one being sent first)."""
 
-    @property
-    def has_unsent(self) -> bool:
-        """An utterance has text or audio to send: one being sent, or a stream's text still
-        unspoken; an open stream waiting for more text has nothing."""
-        return any(speech.has_unsent for speech in self._utterances)
+    def start(self) -> list[ctx.Command]:
+        return []
 
-    @classmethod
-    def fault_frame(cls, fault: SpeechFault) -> Event:
+    @staticmethod
+    def fault_frame(fault: SpeechFault) -> Event:
         return Error(text=fault.message, code=str(fault.code)).event()
 
-    async def release(self) -> None:
-        for speech in self._utterances:
-            speech.cancel()
-        self._utterances.clear()
-        self._stream = None
+    def _move(self, to: _State) -> None:
+        """The one place the state changes; an illegal transition is a bug, and raises."""
+        if (self.state, to) not in _MOVES:
+            raise RuntimeError(f"a Wyoming connection cannot go from {self.state.value} to {to.value}")
+        self.state = to
 
-    async def handle(self, event: Event) -> None:
+    def receive(self, event: Event) -> list[ctx.Command]:
         if Describe.is_type(event.type):
-            self.queue(info(self.service).event())
-        elif Ping.is_type(event.type):
-            self.queue(Pong(text=Ping.from_event(event).text).event())
-        elif Synthesize.is_type(event.type):
-            if self._stream is None and not self._refused_stream:
-                request = parse_event_data(WyomingSynthesize, event.data)
-                speech = self._open(request.voice)
-                speech.say(request.text)
-                speech.end()
-                self._accept(speech)
-        elif SynthesizeStart.is_type(event.type):
-            self._start_stream(parse_event_data(WyomingSynthesizeStart, event.data).voice)
-        elif SynthesizeChunk.is_type(event.type):
+            return [ctx.Send(info(self.voices).event())]
+        if Ping.is_type(event.type):
+            return [ctx.Send(Pong(text=Ping.from_event(event).text).event())]
+        if Synthesize.is_type(event.type):
+            if self.state is not _State.IDLE:  # what Home Assistant also sends inside a stream
+                return []
+            request = parse_event_data(WyomingSynthesize, event.data)
+            opened = self._open(request.voice)
+            context = opened.context
+            return [opened, ctx.Feed(context, request.text, whole=True), ctx.End(context)]
+        if SynthesizeStart.is_type(event.type):
+            voice = parse_event_data(WyomingSynthesizeStart, event.data).voice
+            commands = self._stop()
+            try:
+                opened = self._open(voice)
+            except SpeechFault:
+                self._move(_State.REFUSED)
+                raise
+            self._move(_State.STREAMING)
+            self.stream = opened.context
+            return [*commands, opened]
+        if SynthesizeChunk.is_type(event.type):
             text = parse_event_data(WyomingSynthesizeChunk, event.data).text
-            if self._stream is not None:
-                self._stream.feed(text)
-            elif not self._refused_stream:
-                raise BadEvent("synthesize-chunk outside a stream: send synthesize-start first.")
-        elif SynthesizeStop.is_type(event.type):
-            self._stop_stream()
-        else:
-            raise BadEvent(f"Unsupported event type {event.type!r} (this is a text-to-speech server).")
-        self.accepted()
-
-    def _open(self, voice_data: WyomingVoice) -> StreamedSpeech:
-        limit = self.service.settings.max_session_requests
-        if len(self._utterances) >= limit:
-            raise busy(f"This connection already has {limit} utterances waiting to be sent; read their audio first.")
-        voice = choose_voice(self.service, voice_data)
-        self.service.check_voice(voice, 1.0)
-        self._count += 1
-        return StreamedSpeech(
-            self.service, Voice(voice, 1.0, None), Output("pcm16", ENGINE_SAMPLE_RATE), self.listener, ROUTE,
-            f"wyoming-{self._count}", STREAMED, BUFFER_DELAY_S,
-        )
-
-    def _accept(self, speech: StreamedSpeech) -> None:
-        self._utterances.append(speech)
-        self.queue_answer(speech)
-
-    def _start_stream(self, voice_data: WyomingVoice) -> None:
-        if self._stream is not None:
-            self._stop_stream()
-        self._refused_stream = False
-        try:
-            self._stream = self._open(voice_data)
-        except SpeechFault:
-            self._refused_stream = True
-            raise
-        self._accept(self._stream)
-
-    def _stop_stream(self) -> None:
-        if self._stream is None:
-            if not self._refused_stream:
+            if self.state is _State.STREAMING and self.stream is not None:
+                return [ctx.Feed(self.stream, text)]
+            if self.state is _State.REFUSED:
+                return []
+            raise BadEvent("synthesize-chunk outside a stream: send synthesize-start first.")
+        if SynthesizeStop.is_type(event.type):
+            if self.state is _State.IDLE:
                 raise BadEvent("synthesize-stop outside a stream: send synthesize-start first.")
-            self._refused_stream = False
-            return
-        self._stream.flush()
-        self._stream.mark(_STOPPED)
-        self._stream.end()
-        self._stream = None
+            return self._stop()
+        raise BadEvent(f"Unsupported event type {event.type!r} (this is a text-to-speech server).")
 
-    async def answer(self, speech: StreamedSpeech) -> None:
-        """One utterance: each sentence's audio as it renders, then ``synthesize-stopped`` for a stream."""
-        try:
-            async for item in speech:
-                if isinstance(item, Spoken):
-                    await self._send_audio(item)
-                else:
-                    await self.send_within(SynthesizeStopped().event())
-        except SpeechFault as fault:
-            await self.send_fault(fault)
-        finally:
-            speech.cancel()  # a no-op once all of it was sent
-            if speech in self._utterances:
-                self._utterances.remove(speech)
+    def _open(self, voice: WyomingVoice) -> ctx.Open:
+        name = choose_voice(self.voices, voice)
+        self._count += 1
+        context = f"wyoming-{self._count}"
+        self.utterances.add(context)
+        return ctx.Open(context, Voice(name, 1.0, None), Output("pcm16", ENGINE_SAMPLE_RATE), BUFFER_DELAY_S,
+                        context, None, in_order=True, sentences=True)
 
-    async def _send_audio(self, spoken: Spoken) -> None:
-        audio = {"rate": ENGINE_SAMPLE_RATE, "width": 2, "channels": 1}
-        await self.send_within(AudioStart(**audio).event())
-        async for data in spoken.stream:
-            await self.send_within(AudioChunk(audio=data, **audio).event())
-        await self.send_within(AudioStop().event())
+    def _stop(self) -> list[ctx.Command]:
+        """End the open stream (if any): the rest is spoken, then ``synthesize-stopped``."""
+        if self.state is _State.IDLE:
+            return []
+        stream, self.stream = self.stream, None
+        self._move(_State.IDLE)
+        if stream is None:  # refused, or the core refused to open it
+            return []
+        return [ctx.Flush(stream, _STOPPED), ctx.End(stream)]
+
+    def event(self, event: ctx.Event) -> list[ctx.Command]:
+        if event.context not in self.utterances:
+            raise ValueError(f"an event of a context the Wyoming face does not hold: {event}")
+        match event:
+            case ctx.Sentence(_, ended):
+                return [ctx.Send(AudioStop().event() if ended else AudioStart(**_AUDIO).event())]
+            case ctx.Audio(_, data):
+                return [ctx.Send(AudioChunk(audio=data, **_AUDIO).event())] if data else []
+            case ctx.Marked():
+                return [ctx.Send(SynthesizeStopped().event())]
+            case ctx.Refused(context):
+                self.utterances.discard(context)
+                if context == self.stream:
+                    self.stream = None
+                    self._move(_State.REFUSED)
+                return []
+            case ctx.Ended(context):
+                self.utterances.discard(context)
+                return []
+            case ctx.Failed():
+                return []
 
 
 async def serve_wyoming(
@@ -318,7 +325,9 @@ async def serve_wyoming(
     async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         transport = WyomingTransport(reader, writer, max_line_bytes)
         try:
-            await WyomingConnection.serve(transport, await service())
+            core = await service()
+            machine = WyomingMachine(voice_catalog(core.engine.voices) if core is not None else ())
+            await ContextConnection.serve_face(transport, core, machine)
         except Exception:
             log.exception("a Wyoming connection failed")
             writer.transport.abort()

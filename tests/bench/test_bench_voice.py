@@ -1,6 +1,7 @@
-"""`bench voice` on one spoken question and one barge-in: the real speech server, agent
-(SmolLM2, Silero VAD, Whisper) and Realtime socket; the marks exist, are finite and come in
-the order the server sends them."""
+"""`bench voice` on one spoken question, one hesitant question and one barge-in, with
+`semantic_vad`: the real speech server, agent (SmolLM2, Silero VAD, Smart Turn, Whisper) and
+Realtime socket; the marks exist, are finite and come in the order the server sends them, and
+the hesitation is one turn."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 
 from voicestream.audio import pcm16_to_float
 from voicestream.bench.asr import transcribe
-from voicestream.bench.voice import STAGES, measure_voice
+from voicestream.bench.voice import STAGES, Hesitation, measure_voice
 from voicestream.engine import KokoroEngine
 
 
@@ -21,9 +22,11 @@ def test_one_spoken_turn_and_one_barge_in(engine: KokoroEngine) -> None:
         max_tokens=20,
         interrupt_after_s=0.0,
         warm_up=False,
+        detections=("semantic_vad",),
+        hesitations=(Hesitation("What is the capital of Spain?", 5, 700),),
     )
 
-    (turn,) = report.turns
+    (turn,) = report.whole
     assert turn.status == "completed" and turn.answer.strip() and turn.audio
     assert "rain" in turn.heard.lower()
     marks = turn.marks()
@@ -40,7 +43,12 @@ def test_one_spoken_turn_and_one_barge_in(engine: KokoroEngine) -> None:
     if barge_in.status == "cancelled":
         assert barge_in.audio_after_done == 0
 
-    voice, summary, barge = report.to_report().tables
-    assert voice.columns[1:6] == list(STAGES) and len(voice.rows) == 1
+    (hesitant,) = report.hesitant
+    assert (hesitant.pause_ms, hesitant.cut_ins, hesitant.status) == (700, 0, "completed")
+    assert "spain" in hesitant.heard.lower() and hesitant.first_audio_ms is not None
+
+    voice, summary, hesitations, barge = report.to_report().tables
+    assert voice.columns[2:7] == list(STAGES) and len(voice.rows) == 1
     assert summary.column("turns") == [1] * len(STAGES)
+    assert hesitations.column("cut-ins") == [0]
     assert barge.column("status") == [barge_in.status]

@@ -1,6 +1,6 @@
 """Hands-free in Chromium: a question spoken by the engine (a 48 kHz WAV, looped by the
-fake microphone) streams into the agent's /v1/realtime; the server's VAD ends the turn and
-the page plays the answer; speaking over it (the next loop of the question) silences it,
+fake microphone) streams into the agent's /v1/realtime; the server's semantic VAD ends the
+turn and the page plays the answer; speaking over it (the next loop of the question) silences it,
 and the page tells the agent how much it had played; then Send asks by text on the same
 socket. Asserted from the page's own account
 (`window.voicestreamHandsFree`) and the events the agent sent it."""
@@ -14,8 +14,9 @@ from tests.web.browser import SOUND_LEVEL, launch_chromium, microphone_page, ope
 
 QUESTION = "Tell me a long story about a lighthouse keeper."
 PAUSE_S = 3.0
-"""Silence after the question in the looped file: the server's VAD ends the turn after 0.5 s
-of it, and the page mutes the microphone then, long before the question comes round again."""
+"""Silence after the question in the looped file: the server's semantic VAD ends the turn at
+its first pause (at most 4 s), and the page mutes the microphone then, before the question
+comes round again."""
 RATE = 48000
 
 MUTE_AT_END_OF_TURN = """() => new Promise((resolve, reject) => {

@@ -4,11 +4,12 @@ A real speech server and the agent with the local LLM (SmolLM2 via llama.cpp, ma
 ``voicestream agent`` makes it: unseeded, so a conversation's prompt prefix stays cached) run
 on 127.0.0.1. Spoken questions, made by the engine in a voice other than the answers',
 stream into ``WS /v1/realtime`` as a microphone sends them: 20 ms of pcm16 at 24 kHz at a
-time, paced by the wall clock, silence between them; the server's VAD ends each turn and
-answers it (``server_vad`` with ``create_response`` and ``interrupt_response``). One session
-holds the whole conversation. Every event is stamped as it is received; the numbers come
-from those stamps and from the moments the input's speech ends or starts, which are known
-exactly (the questions are trimmed to their speech).
+time, paced by the wall clock, silence between them; the server's turn detection ends each
+turn and answers it (``create_response`` and ``interrupt_response``), once with
+``semantic_vad`` and once with ``server_vad``, each in a session of its own that holds its
+whole conversation. Every event is stamped as it is received; the numbers come from those
+stamps and from the moments the input's speech ends or starts, which are known exactly (the
+questions are trimmed to their speech).
 
 1. **Voice to voice**, per question: the question's speech ends → the first
    ``response.output_audio.delta`` received, and its marks on the way: the server's VAD ends
@@ -16,10 +17,15 @@ exactly (the questions are trimmed to their speech).
    (``conversation.item.input_audio_transcription.completed``), the response begins
    (``response.created``), the LLM's first token. The server sends no event for that token:
    it is timed in this process around the agent's model (:class:`FirstTokens`).
-2. **Barge-in**: while an answer plays, the next question is spoken over it; from the start of
+2. **Hesitations**: questions with a pause of 600 to 900 ms after a word that leaves them
+   unfinished (one render cut between two words, silence in the cut). A **cut-in** is a turn
+   the server ended before the speaker went on: an ``input_audio_buffer.speech_stopped``
+   whose ``audio_end_ms`` lies before the input's speech resumed (the server's own clock of
+   the input audio, exact). Voice to voice is counted from the question's last word.
+3. **Barge-in**: while an answer plays, the next question is spoken over it; from the start of
    that speech to the last audio delta of the interrupted answer received (goal: 300 ms at
    most), and whether its ``response.done`` says ``cancelled``.
-3. **WER** of each answer: Whisper tiny.en on the answer's audio against its transcript
+4. **WER** of each answer: Whisper tiny.en on the answer's audio against its transcript
    (``response.output_audio_transcript.done``), both normalized as in ``bench e2e``.
 """
 
@@ -60,6 +66,27 @@ INTERRUPTIONS = (
     "Why do cats purr?",
 )
 """Spoken over an answer; each is a question the agent then answers (and the next one interrupts)."""
+DETECTIONS = ("semantic_vad", "server_vad")
+
+
+@dataclass(frozen=True, slots=True)
+class Hesitation:
+    """A question spoken with a pause of `pause_ms` after its `after`-th word."""
+
+    text: str
+    after: int
+    pause_ms: int
+
+
+HESITATIONS = (
+    Hesitation("How many legs does a spider have?", 4, 700),
+    Hesitation("What is the capital of Australia?", 5, 600),
+    Hesitation("Can you tell me why the sky is blue?", 5, 800),
+    Hesitation("Who painted the Mona Lisa?", 2, 900),
+    Hesitation("How far away is the moon from the earth?", 4, 750),
+)
+"""Each pause follows a word after which the question cannot end ("does", "of", "why",
+"painted", "is")."""
 WARM_UP_QUESTION = "Hello, who are you?"
 QUESTION_VOICE = "am_michael"
 """The caller's voice: not the answers' (`DEFAULT_VOICE`), as on a real call."""
@@ -84,12 +111,35 @@ class Utterance:
 
     text: str
     pcm: bytes
+    resumes: int | None = None
+    """Hesitant: the sample (from the utterance's start) where the speech goes on after the
+    pause."""
+    pause_ms: int | None = None
 
 
 def spoken(engine: KokoroEngine, text: str, voice: str = QUESTION_VOICE) -> Utterance:
     """`text` as the engine speaks it, trimmed to its speech, so that where the speech starts
     and ends in the input is known to the sample."""
-    samples = offline.synthesize(engine, text, voice)
+    return _trimmed(text, offline.synthesize(engine, text, voice))
+
+
+def hesitant(engine: KokoroEngine, hesitation: Hesitation, voice: str = QUESTION_VOICE) -> Utterance:
+    """The question rendered whole and cut between its `after`-th word and the next, the
+    pause's silence in the cut: a voice that goes on, not one that ends a sentence twice."""
+    pieces = list(offline.stream(engine, hesitation.text, voice, words=True))
+    samples = np.concatenate([piece.audio for piece in pieces])
+    words = [word for piece in pieces for word in piece.words]
+    before, after = words[hesitation.after - 1], words[hesitation.after]
+    cut = round((before.end_s + after.start_s) / 2 * RATE)
+    pause = RATE * hesitation.pause_ms // 1000
+    joined = np.concatenate([samples[:cut], np.zeros(pause, np.float32), samples[cut:]])
+    utterance = _trimmed(hesitation.text, joined)
+    lead = int(np.flatnonzero(np.abs(joined) >= SPEECH_FLOOR * float(np.abs(joined).max()))[0])
+    resumes = max(cut, round(after.start_s * RATE)) + pause - lead
+    return replace(utterance, resumes=resumes, pause_ms=hesitation.pause_ms)
+
+
+def _trimmed(text: str, samples: np.ndarray) -> Utterance:
     loud = np.flatnonzero(np.abs(samples) >= SPEECH_FLOOR * float(np.abs(samples).max()))
     return Utterance(text, float_to_pcm16(samples[loud[0] : loud[-1] + 1]).tobytes())
 
@@ -216,8 +266,10 @@ class Microphone:
 
 @dataclass(frozen=True, slots=True)
 class VoiceTurn:
-    """One question answered: its marks in ms after the question's speech ended."""
+    """One question answered: its marks in ms after the question's speech ended; for a
+    hesitant question, the turns the server ended while it was spoken."""
 
+    detection: str
     question: str
     heard: str
     end_of_turn_ms: float | None
@@ -229,6 +281,10 @@ class VoiceTurn:
     answer: str
     audio: bytes = field(repr=False)
     wer: float | None = None
+    pause_ms: int | None = None
+    """Hesitant: the pause inside the question."""
+    cut_ins: int = 0
+    """Turns the server ended before the speech resumed after the pause."""
 
     @property
     def answer_s(self) -> float:
@@ -258,6 +314,7 @@ STAGES = (
 class BargeIn:
     """An answer spoken over: what was received of it after the interrupting speech began."""
 
+    detection: str
     question: str
     interruption: str
     speech_started_ms: float
@@ -279,27 +336,47 @@ class BargeIn:
 @dataclass(frozen=True, slots=True)
 class VoiceReport:
     turns: list[VoiceTurn]
+    """Whole questions and hesitant ones (`pause_ms` set), of every turn detection."""
     barge_ins: list[BargeIn]
     context: dict[str, object]
     notes: list[str]
+
+    @property
+    def whole(self) -> list[VoiceTurn]:
+        return [t for t in self.turns if t.pause_ms is None]
+
+    @property
+    def hesitant(self) -> list[VoiceTurn]:
+        return [t for t in self.turns if t.pause_ms is not None]
 
     def to_report(self) -> Report:
         report = Report("voice", context=self.context)
         report.tables.append(
             Table(
-                "Voice to voice over /v1/realtime (server VAD, one session), ms after the question's speech ends",
-                ["question", *STAGES, "answer s", "WER %"],
+                "Voice to voice over /v1/realtime (one session per turn detection), ms after the question's speech ends",
+                ["turn detection", "question", *STAGES, "answer s", "WER %"],
                 [
-                    [t.question, *_ms(t.marks()), round(t.answer_s, 2), _percent(t.wer)]
-                    for t in self.turns
+                    [t.detection, t.question, *_ms(t.marks()), round(t.answer_s, 2), _percent(t.wer)]
+                    for t in self.whole
                 ],
             )
         )
         report.tables.append(self._summary())
         report.tables.append(
             Table(
+                "Hesitations: a pause inside the question; cut-ins are turns ended before the speech went on",
+                ["turn detection", "question", "pause ms", "cut-ins", "heard", "voice to voice ms"],
+                [
+                    [t.detection, t.question, t.pause_ms, t.cut_ins, t.heard, _ms([t.first_audio_ms])[0]]
+                    for t in self.hesitant
+                ],
+            )
+        )
+        report.tables.append(
+            Table(
                 "Barge-in: the next question spoken over an answer, ms after the interrupting speech starts",
                 [
+                    "turn detection",
                     "interrupted answer to",
                     "interruption",
                     "speech_started",
@@ -311,6 +388,7 @@ class VoiceReport:
                 ],
                 [
                     [
+                        b.detection,
                         b.question,
                         b.interruption,
                         *_ms([b.speech_started_ms, b.done_ms, b.last_audio_ms]),
@@ -325,8 +403,8 @@ class VoiceReport:
         report.charts.append(
             Chart(
                 "Marks after the question's speech ends",
-                [t.question[:24] for t in self.turns],
-                {stage: [t.marks()[i] for t in self.turns] for i, stage in enumerate(STAGES)},
+                [f"{t.detection[:8]}: {t.question[:20]}" for t in self.whole],
+                {stage: [t.marks()[i] for t in self.whole] for i, stage in enumerate(STAGES)},
                 ylabel="ms",
             )
         )
@@ -336,24 +414,27 @@ class VoiceReport:
     def _summary(self) -> Table:
         table = Table(
             "Voice to voice, p50 and p95 (ms after the speech ends), and each stage's own share",
-            ["stage", "p50 ms", "p95 ms", "stage p50 ms", "turns"],
+            ["turn detection", "stage", "p50 ms", "p95 ms", "stage p50 ms", "turns"],
         )
-        previous: list[float | None] = [0.0] * len(self.turns)
-        for index, stage in enumerate(STAGES):
-            marks = [t.marks()[index] for t in self.turns]
-            present = [m for m in marks if m is not None]
-            steps = [
-                m - p
-                for m, p in zip(marks, previous, strict=True)
-                if m is not None and p is not None
-            ]
-            table.add(
-                stage,
-                *_ms(_p50_p95(present)),
-                _ms([statistics.median(steps) if steps else None])[0],
-                len(present),
-            )
-            previous = marks
+        for detection in dict.fromkeys(t.detection for t in self.whole):
+            turns = [t for t in self.whole if t.detection == detection]
+            previous: list[float | None] = [0.0] * len(turns)
+            for index, stage in enumerate(STAGES):
+                marks = [t.marks()[index] for t in turns]
+                present = [m for m in marks if m is not None]
+                steps = [
+                    m - p
+                    for m, p in zip(marks, previous, strict=True)
+                    if m is not None and p is not None
+                ]
+                table.add(
+                    detection,
+                    stage,
+                    *_ms(_p50_p95(present)),
+                    _ms([statistics.median(steps) if steps else None])[0],
+                    len(present),
+                )
+                previous = marks
         return table
 
 
@@ -378,11 +459,15 @@ def measure_voice(
     silence_ms: int = 500,
     interrupt_after_s: float = 0.5,
     warm_up: bool = True,
+    detections: Sequence[str] = DETECTIONS,
+    hesitations: Sequence[Hesitation] = HESITATIONS,
 ) -> VoiceReport:
-    """Run both measurements in one Realtime session; `transcribe` scores the answers (None: no WER).
+    """Run the measurements in one Realtime session per turn detection (`detections`:
+    ``semantic_vad``, ``server_vad``); `transcribe` scores the answers (None: no WER).
 
-    `silence_ms` is the VAD's `silence_duration_ms` (the least the end of a turn can take);
-    `interrupt_after_s` how long an answer plays before the next question is spoken over it."""
+    `silence_ms` is the server VAD's `silence_duration_ms` (the least the end of a turn can
+    take with it); `interrupt_after_s` how long an answer plays before the next question is
+    spoken over it."""
     from voicestream.agent.app import AgentSettings, create_app, running_agent
     from voicestream.agent.runtime import AnswerLimits
 
@@ -390,6 +475,7 @@ def measure_voice(
     context = {
         **machine_context(),
         "max_tokens": max_tokens,
+        "turn_detections": list(detections),
         "silence_duration_ms": silence_ms,
         "question_voice": QUESTION_VOICE,
         "answer_voice": ANSWER_VOICE,
@@ -400,25 +486,48 @@ def measure_voice(
         *interruptions,
     ]
     limits = AnswerLimits(answer_timeout_s=ANSWER_TIMEOUT_S, speech_timeout_s=ANSWER_TIMEOUT_S)
-    steps = 2 * len(texts) + len(questions) * (transcribe is not None)  # speak, answer, score
+    renders = len(texts) + len(hesitations)  # and as many turns in each session
+    scored = (len(questions) + len(hesitations)) * (transcribe is not None)
+    steps = renders + len(detections) * (renders + scored)
     with progress("bench voice", steps) as advance:
         utterances = {text: spoken(engine, text) for text in dict.fromkeys(texts)}
         advance(len(texts))
+        for hesitation in hesitations:
+            utterances[hesitation.text] = hesitant(engine, hesitation)
+            advance()
+        turns: list[VoiceTurn] = []
+        barge_ins: list[BargeIn] = []
+        late_s = 0.0
         with running_server(engine) as speech_url:
             settings = AgentSettings(speech_url=speech_url, max_tokens=max_tokens, limits=limits)
             llm = FirstTokens(settings.create_model())  # as `voicestream agent` makes it: unseeded
             app = create_app(settings, llm=llm)
             with running_agent(app) as agent_url:
-                session = _Session(
-                    agent_url.replace("http://", "ws://"), llm, utterances, silence_ms, advance
-                )
-                turns, barge_ins, late_s = asyncio.run(
-                    session.run(questions, interruptions, interrupt_after_s, warm_up)
-                )
+                for detection in detections:
+                    session = _Session(
+                        agent_url.replace("http://", "ws://"),
+                        llm,
+                        utterances,
+                        _turn_detection(detection, silence_ms),
+                        advance,
+                    )
+                    more_turns, more_barge_ins, late = asyncio.run(
+                        session.run(questions, hesitations, interruptions, interrupt_after_s, warm_up)
+                    )
+                    turns += more_turns
+                    barge_ins += more_barge_ins
+                    late_s = max(late_s, late)
         if transcribe is not None:
             turns = [_scored(turn, transcribe, advance) for turn in turns]
     notes = _notes(turns, barge_ins, late_s)
     return VoiceReport(turns, barge_ins, context, notes)
+
+
+def _turn_detection(detection: str, silence_ms: int) -> dict[str, Any]:
+    answers = {"create_response": True, "interrupt_response": True}
+    if detection == "server_vad":
+        return {"type": "server_vad", "silence_duration_ms": silence_ms, **answers}
+    return {"type": detection, **answers}
 
 
 def _scored(turn: VoiceTurn, transcribe: Transcriber, advance: Advance) -> VoiceTurn:
@@ -431,13 +540,30 @@ def _scored(turn: VoiceTurn, transcribe: Transcriber, advance: Advance) -> Voice
 
 def _notes(turns: list[VoiceTurn], barge_ins: list[BargeIn], late_s: float) -> list[str]:
     lines = []
-    voice = [t.first_audio_ms for t in turns if t.first_audio_ms is not None]
-    if voice:
-        median = statistics.median(voice)
-        verdict = "meets" if median <= VOICE_TO_VOICE_GOAL_MS else "misses"
+    medians = {}
+    for detection in dict.fromkeys(t.detection for t in turns):
+        mine = [t for t in turns if t.detection == detection]
+        voice = [t.first_audio_ms for t in mine if t.pause_ms is None and t.first_audio_ms is not None]
+        if voice:
+            medians[detection] = median = statistics.median(voice)
+            verdict = "meets" if median <= VOICE_TO_VOICE_GOAL_MS else "misses"
+            lines.append(
+                f"{detection}: voice to voice median {median:,.0f} ms, p95 {percentile(voice, 0.95):,.0f} ms "
+                f"({verdict} the {VOICE_TO_VOICE_GOAL_MS:,.0f} ms goal)"
+            )
+        hesitant = [t for t in mine if t.pause_ms is not None]
+        if hesitant:
+            cut = sum(1 for t in hesitant if t.cut_ins)
+            unanswered = sum(1 for t in hesitant if t.status is None)
+            lines.append(
+                f"{detection}: {cut} of {len(hesitant)} hesitant questions cut in on (a turn ended "
+                f"before the speaker went on); {unanswered} got no answer to their last part (the "
+                "agent was still answering the first)"
+            )
+    if "semantic_vad" in medians and "server_vad" in medians:
         lines.append(
-            f"voice to voice: median {median:,.0f} ms, p95 {percentile(voice, 0.95):,.0f} ms "
-            f"({verdict} the {VOICE_TO_VOICE_GOAL_MS:,.0f} ms goal)"
+            f"semantic_vad's median voice to voice is {medians['semantic_vad'] / medians['server_vad']:.2f}x "
+            "server_vad's in this run"
         )
     reactions = [b.last_audio_ms for b in barge_ins if b.status == "cancelled"]
     if reactions:
@@ -459,7 +585,7 @@ def _notes(turns: list[VoiceTurn], barge_ins: list[BargeIn], late_s: float) -> l
     for b in barge_ins:
         if b.status != "cancelled":
             lines.append(
-                f"barge-in over the answer to {b.question!r}: status {b.status} (not cancelled)"
+                f"barge-in over the answer to {b.question!r} ({b.detection}): status {b.status} (not cancelled)"
             )
     wers = [t.wer for t in turns if t.wer is not None]
     if wers:
@@ -467,7 +593,7 @@ def _notes(turns: list[VoiceTurn], barge_ins: list[BargeIn], late_s: float) -> l
             f"answers' WER (Whisper tiny.en against response.output_audio_transcript.done): "
             f"mean {100 * statistics.fmean(wers):.1f} %"
         )
-    failed = [t.question for t in turns if t.status != "completed"]
+    failed = [f"{t.question} ({t.detection})" for t in turns if t.status != "completed"]
     if failed:
         lines.append(f"not completed: {failed}")
     lines.append(
@@ -488,13 +614,13 @@ class _Session:
         url: str,
         llm: FirstTokens,
         utterances: dict[str, Utterance],
-        silence_ms: int,
+        detection: dict[str, Any],
         advance: Advance,
     ) -> None:
         self.url = f"{url}/v1/realtime"
         self.llm = llm
         self.utterances = utterances
-        self.silence_ms = silence_ms
+        self.detection = detection
         self.advance = advance
         self.received = Received()
         self.socket: Any = None
@@ -502,6 +628,7 @@ class _Session:
     async def run(
         self,
         questions: Sequence[str],
+        hesitations: Sequence[Hesitation],
         interruptions: Sequence[str],
         interrupt_after_s: float,
         warm_up: bool,
@@ -514,10 +641,16 @@ class _Session:
             microphone = Microphone(socket)
             tasks = [asyncio.create_task(self._read(socket)), asyncio.create_task(microphone.run())]
             try:
-                await self.received.wait(lambda: self.received.find("session.updated", 0.0), 60)
+                updated = await self.received.wait(
+                    lambda: self.received.find("session.updated", 0.0), 60
+                )
+                served = updated[1]["session"]["audio"]["input"]["turn_detection"]["type"]
+                if served != self.detection["type"]:
+                    raise RuntimeError(f"{self.detection['type']} is served by {served} here")
                 if warm_up:
                     await self._turn(microphone, WARM_UP_QUESTION)
                 turns = [await self._turn(microphone, question) for question in questions]
+                turns += [await self._turn(microphone, h.text) for h in hesitations]
                 barge_ins = await self._barge_ins(
                     microphone, questions[-1], interruptions, interrupt_after_s
                 )
@@ -528,17 +661,14 @@ class _Session:
         return turns, barge_ins, microphone.late_s
 
     def _session(self) -> dict[str, Any]:
-        vad = {
-            "type": "server_vad",
-            "silence_duration_ms": self.silence_ms,
-            "create_response": True,
-            "interrupt_response": True,
-        }
         return {
             "type": "realtime",
             "output_modalities": ["audio"],
             "audio": {
-                "input": {"format": {"type": "audio/pcm", "rate": RATE}, "turn_detection": vad},
+                "input": {
+                    "format": {"type": "audio/pcm", "rate": RATE},
+                    "turn_detection": self.detection,
+                },
                 "output": {"format": {"type": "audio/pcm", "rate": RATE}, "voice": ANSWER_VOICE},
             },
         }
@@ -555,13 +685,61 @@ class _Session:
 
     async def _turn(self, microphone: Microphone, question: str) -> VoiceTurn:
         """Speak `question`, wait for its answer to be done, then a little silence."""
-        _, end = microphone.say(self.utterances[question])
-        created = await self._answer_begins(microphone.moment(end))
-        response_id = created["response"]["id"]
-        await self.received.wait(lambda: self._done(response_id), TURN_TIMEOUT_S)
+        utterance = self.utterances[question]
+        start, end = microphone.say(utterance)
+        response_id = await self._answer(microphone.moment(end))
+        if response_id is not None:
+            await self.received.wait(lambda: self._done(response_id), TURN_TIMEOUT_S)
         await asyncio.sleep(SETTLE_S)
         self.advance()
-        return self._voice_turn(question, microphone.moment(end))
+        turn = self._voice_turn(question, microphone.moment(end), response_id)
+        if utterance.resumes is None:
+            return turn
+        # The server's own clock of the input audio: a turn it ended before the speech resumed.
+        first_ms, resumed_ms = start * 1000 // RATE, (start + utterance.resumes) * 1000 // RATE
+        stops = [
+            e for _, e in self.received.all("input_audio_buffer.speech_stopped")
+            if first_ms <= e["audio_end_ms"] <= end * 1000 // RATE + SETTLE_S * 1000
+        ]
+        heard = [
+            e["transcript"]
+            for stop in stops
+            for _, e in self.received.all(
+                "conversation.item.input_audio_transcription.completed", item_id=stop["item_id"]
+            )
+        ]
+        cut_ins = sum(1 for e in stops if e["audio_end_ms"] < resumed_ms)
+        return replace(turn, heard=" | ".join(heard), pause_ms=utterance.pause_ms, cut_ins=cut_ins)
+
+    async def _answer(self, speech_end: float) -> str | None:
+        """The id of the response to the turn that ends after `speech_end`; None where the
+        agent heard no words in it, or was still answering an earlier part of the question
+        (a cut-in: it answers one turn at a time), once that answer is done."""
+        stopped_at, stopped = await self.received.wait(
+            lambda: self.received.find("input_audio_buffer.speech_stopped", speech_end),
+            TURN_TIMEOUT_S,
+        )
+        heard_at, heard = await self.received.wait(
+            lambda: self.received.find(
+                "conversation.item.input_audio_transcription.completed",
+                stopped_at,
+                item_id=stopped["item_id"],
+            ),
+            TURN_TIMEOUT_S,
+        )
+        answering = [
+            e["response"]["id"]
+            for t, e in self.received.all("response.created")
+            if t < heard_at and not self._done(e["response"]["id"], before=heard_at)
+        ]
+        if answering or not heard["transcript"].strip():
+            for response_id in answering:
+                await self.received.wait(lambda rid=response_id: self._done(rid), TURN_TIMEOUT_S)
+            return None
+        created = await self.received.wait(
+            lambda: self.received.find("response.created", heard_at), TURN_TIMEOUT_S
+        )
+        return created[1]["response"]["id"]
 
     async def _answer_begins(self, speech_end: float) -> dict[str, Any]:
         """The `response.created` of the turn that ends after `speech_end`."""
@@ -575,25 +753,32 @@ class _Session:
             )
         )[1]
 
-    def _done(self, response_id: str) -> tuple[float, dict[str, Any]] | None:
+    def _done(
+        self, response_id: str, before: float = float("inf")
+    ) -> tuple[float, dict[str, Any]] | None:
         return next(
             (
                 (t, e)
                 for t, e in self.received.all("response.done")
-                if e["response"]["id"] == response_id
+                if e["response"]["id"] == response_id and t < before
             ),
             None,
         )
 
-    def _voice_turn(self, question: str, end: float) -> VoiceTurn:
+    def _voice_turn(self, question: str, end: float, response_id: str | None) -> VoiceTurn:
         find = self.received.find
         stopped = find("input_audio_buffer.speech_stopped", end)
         item_id = stopped[1]["item_id"] if stopped else None
         transcribed = find(
             "conversation.item.input_audio_transcription.completed", end, item_id=item_id
         )
-        created = find("response.created", transcribed[0]) if transcribed else None
-        response_id = created[1]["response"]["id"] if created else None
+        created = None
+        if response_id is not None:
+            created = next(
+                (t, e)
+                for t, e in self.received.all("response.created")
+                if e["response"]["id"] == response_id
+            )
         deltas = self.received.all("response.output_audio.delta", response_id=response_id)
         transcript = find("response.output_audio_transcript.done", end, response_id=response_id)
         done = self._done(response_id) if response_id else None
@@ -603,6 +788,7 @@ class _Session:
             return None if moment is None else 1000 * (moment - end)
 
         return VoiceTurn(
+            detection=self.detection["type"],
             question=question,
             heard=transcribed[1]["transcript"] if transcribed else "",
             end_of_turn_ms=since_end(stopped[0] if stopped else None),
@@ -656,6 +842,7 @@ class _Session:
             ]
             results.append(
                 BargeIn(
+                    detection=self.detection["type"],
                     question=previous,
                     interruption=interruption,
                     speech_started_ms=1000 * (started_at - start),

@@ -197,6 +197,12 @@ def bench_voice(
     barge_ins: Annotated[
         int, typer.Option("--barge-ins", min=0, max=4, help="Answers spoken over by the next question.")
     ] = 3,
+    hesitations: Annotated[
+        int, typer.Option("--hesitations", min=0, max=5, help="Questions with a 600-900 ms pause inside.")
+    ] = 5,
+    turn_detection: Annotated[
+        str, typer.Option("--turn-detection", help="The turn detections to measure, a session each, comma-separated.")
+    ] = "semantic_vad,server_vad",
     silence_ms: Annotated[
         int, typer.Option("--silence-ms", min=0, help="The server VAD's silence_duration_ms (ends a turn).")
     ] = 500,
@@ -206,17 +212,28 @@ def bench_voice(
     json_file: JsonFile = None,
     plot_file: PlotFile = None,
 ) -> None:
-    """Spoken questions streamed in real time into the agent's /v1/realtime (server VAD, local LLM):
-    voice to voice and its stages (p50/p95), barge-in reaction, the answers' WER."""
+    """Spoken questions streamed in real time into the agent's /v1/realtime (local LLM), with
+    semantic_vad and server_vad: voice to voice and its stages (p50/p95), cut-ins on hesitant
+    questions, barge-in reaction, the answers' WER."""
     from voicestream.bench.e2e import whisper_transcriber
     from voicestream.bench.report import publish
-    from voicestream.bench.voice import INTERRUPTIONS, QUESTIONS, measure_voice
+    from voicestream.bench.voice import (
+        DETECTIONS,
+        HESITATIONS,
+        INTERRUPTIONS,
+        QUESTIONS,
+        measure_voice,
+    )
 
+    detections = [name.strip() for name in turn_detection.split(",") if name.strip()]
+    if not detections or set(detections) - set(DETECTIONS):
+        raise typer.BadParameter(f"choose from {', '.join(DETECTIONS)}", param_hint="--turn-detection")
     engine = load_engine(model_dir)
     with whisper_transcriber() if wer else contextlib.nullcontext() as transcribe:
         report = measure_voice(
             engine, QUESTIONS[:questions], INTERRUPTIONS[:barge_ins], transcribe=transcribe,
-            max_tokens=max_tokens, silence_ms=silence_ms,
+            max_tokens=max_tokens, silence_ms=silence_ms, detections=detections,
+            hesitations=HESITATIONS[:hesitations],
         )
     publish(report.to_report(), json_file, plot_file)
 

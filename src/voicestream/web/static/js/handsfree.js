@@ -132,7 +132,8 @@ class HandsFree {
       audio: {
         input: {
           format: AUDIO,
-          turn_detection: { type: "server_vad", create_response: true, interrupt_response: true },
+          // Smart Turn and the words decide when a turn ends: a pause to find a word is not one.
+          turn_detection: { type: "semantic_vad", create_response: true, interrupt_response: true },
         },
         output: { format: AUDIO, voice: ui.voice.value || undefined },
       },

@@ -519,8 +519,30 @@ def measure_voice(
                     late_s = max(late_s, late)
         if transcribe is not None:
             turns = [_scored(turn, transcribe, advance) for turn in turns]
-    notes = _notes(turns, barge_ins, late_s)
+    said = [*texts, *(h.text for h in hesitations)]
+    session_s = sum(len(utterances[text].pcm) for text in said) / 2 / RATE
+    notes = _notes(turns, barge_ins, late_s) + _smart_turn_cost(session_s)
     return VoiceReport(turns, barge_ins, context, notes)
+
+
+def _smart_turn_cost(spoken_s: float) -> list[str]:
+    """What Smart Turn cost in this process (the agent runs here: only the semantic_vad
+    session runs it), against the `spoken_s` of questions that session heard."""
+    from voicestream.agent.realtime.end_of_turn import SmartTurn, TurnModelUnavailable
+
+    try:
+        model = SmartTurn.load()
+    except TurnModelUnavailable:
+        return []
+    if not model.runs:
+        return []
+    each_ms = 1000 * model.cpu_s / model.runs
+    share = 100 * model.cpu_s / spoken_s
+    cost = (
+        f"Smart Turn: {model.runs} runs (one per pause), {each_ms:,.0f} ms of CPU each; "
+        f"{share:.1f} % of one core over the {spoken_s:.0f} s the questions last"
+    )
+    return [cost]
 
 
 def _turn_detection(detection: str, silence_ms: int) -> dict[str, Any]:

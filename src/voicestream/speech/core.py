@@ -34,17 +34,17 @@ from voicestream.protocol import (
     SynthesisStart,
     http_status,
 )
-from voicestream.speech.metrics import ServerMetrics
-from voicestream.speech.scheduler import (
-    Budgets,
+from voicestream.speech.job import (
     JobFailed,
     JobState,
     Listener,
     RenderedChunk,
     RequestRejected,
     SynthesisJob,
-    SynthesisScheduler,
 )
+from voicestream.speech.metrics import ServerMetrics
+from voicestream.speech.policy import Budgets
+from voicestream.speech.scheduler import SynthesisScheduler
 from voicestream.speech.settings import ServerSettings
 
 log = logging.getLogger(__name__)

@@ -79,3 +79,55 @@ def test_a_missing_model_is_asr_unavailable(tmp_path):
 
     assert caught.value.code == ErrorCode.ASR_UNAVAILABLE
     assert "--asr-model" in caught.value.message
+
+
+TURNS = (
+    "How many legs does a spider have?",
+    "Tell me a long story about a lighthouse keeper.",
+    "How many legs does",
+    "What is the capital of France?",
+    "Say hello.",
+)
+
+
+def test_a_turn_is_heard_in_a_short_pass_with_the_words_of_the_full_window(whisper, engine: KokoroEngine, monkeypatch):
+    """A turn is encoded over its own length, not Whisper's padded 30 s (`transcribe_short`),
+    and heard with the same words as the windowed pass; silence and noise are heard as
+    nothing; speech past `SHORT_CONTEXT_S` takes the windowed pass."""
+    from voicestream.agent import speech_input
+    from voicestream.audio import resample
+
+    short_passes: list[str] = []  # the short passes' texts that were believed
+
+    def short(whisper, samples):
+        text = transcribe_short(whisper, samples)
+        if text is not None:
+            short_passes.append(text)
+        return text
+
+    transcribe_short = speech_input.transcribe_short
+    monkeypatch.setattr(speech_input, "transcribe_short", short)
+    for text in TURNS:
+        speech = resample(synthesize(engine, text), engine.sample_rate, speech_input.WHISPER_RATE)
+        turn = np.concatenate([np.zeros(3200, np.float32), speech, np.zeros(8000, np.float32)])
+        windowed = speech_input.transcribe_samples(whisper, turn, skip_silence=True)
+        heard = speech_input.transcribe_turn(whisper, turn)
+        assert words(heard) == words(windowed), (heard, windowed)
+    assert len(short_passes) == len(TURNS)
+    noise = np.random.default_rng(1).standard_normal(32000).astype(np.float32) * 0.05
+    assert speech_input.transcribe_turn(whisper, np.zeros(32000, np.float32)) == ""
+    assert speech_input.transcribe_turn(whisper, noise) == ""
+    assert len(short_passes) == len(TURNS)  # no speech: no pass at all
+
+    monkeypatch.setattr(speech_input, "SHORT_CONTEXT_S", 1.0)
+    speech = resample(synthesize(engine, TURNS[0]), engine.sample_rate, speech_input.WHISPER_RATE)
+    assert {"spider", "legs"} <= set(words(speech_input.transcribe_turn(whisper, speech)))
+    assert len(short_passes) == len(TURNS)
+
+
+def test_a_short_pass_that_reads_the_turn_twice_is_not_believed():
+    from voicestream.agent.speech_input import repeats
+
+    assert repeats("What is the capital of France? What is the capital of France? What is")
+    assert not repeats("How many legs does a spider have?")
+    assert not repeats("I said no, no, no.")

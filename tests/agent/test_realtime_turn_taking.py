@@ -209,3 +209,25 @@ async def test_without_smart_turn_semantic_vad_is_served_by_server_vad(speech_se
             detection = await caller.detect({"type": "semantic_vad", "interrupt_response": False})
     assert (detection["type"], detection["interrupt_response"]) == ("server_vad", False)
     assert any("semantic_vad is served by server_vad" in r.getMessage() for r in caplog.records)
+
+
+async def test_server_vad_answers_the_whole_question_when_its_speaker_went_on(agent, speech_server):
+    """`server_vad` ends the first half at the pause; the speaker goes on before (or after)
+    the first half is transcribed. The first half's answer, if one started, is cancelled when
+    the speaker goes on, and the second half is answered: the last response comes after the
+    second commit and completes."""
+    question = silence(0.5) + hesitant(speech_server, QUESTION, 4, 0.7) + silence(1.0)
+    async with calling(agent) as caller:
+        assert (await caller.detect({"type": "server_vad"}))["type"] == "server_vad"
+        heard = await caller.say(question)
+        assert kinds(heard).count("input_audio_buffer.committed") == 2
+        events = list(heard)
+        while not (
+            events[-1]["type"] == "response.done" and events[-1]["response"]["status"] == "completed"
+        ):
+            events += await caller.until("response.done")
+    second_commit = max(i for i, e in enumerate(events) if e["type"] == "input_audio_buffer.committed")
+    created = [i for i, e in enumerate(events) if e["type"] == "response.created"]
+    assert created[-1] > second_commit, kinds(events)
+    done = [e["response"]["status"] for e in events if e["type"] == "response.done"]
+    assert done[:-1] == ["cancelled"] * (len(done) - 1) and done[-1] == "completed", done

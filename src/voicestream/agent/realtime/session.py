@@ -124,6 +124,14 @@ class RealtimeSession:
         self.response: Response | None = None
         self.last_response: Response | None = None
         self.transcribing: asyncio.Task[str] | None = None
+        self._speech_starts = 0
+        self._commits = 0
+        """Speech starts and turns committed so far: a turn whose speaker spoke again before
+        its transcription was done, and is still speaking or has ended another turn since, is
+        not answered on its own (`_owed`)."""
+        self._owed = False
+        """A turn went unanswered because the speaker went on: the next turn's answer (or, if
+        what followed was no words, one started then) answers it."""
         self._interim: asyncio.Task[None] | None = None
         self._interim_ms = 0
         """How much of the turn being spoken the last interim pass heard."""
@@ -265,6 +273,7 @@ class RealtimeSession:
     async def _on_turn(self, turn: TurnEvent) -> None:
         vad = self.config.audio.input.turn_detection
         if isinstance(turn, SpeechStart):
+            self._speech_starts += 1
             interrupting = vad is not None and vad.interrupt_response
             if interrupting and self.response is not None:
                 self.response.muted = True  # none of its audio follows speech_started
@@ -282,6 +291,9 @@ class RealtimeSession:
             await self.send(SpeechStopped(audio_end_ms=turn.ms, item_id=self.audio.item_id))
             self._early_transcript(self.audio.item_id, None)
             self.audio.clear()
+            if self._owed and (self.transcribing is None or self.transcribing.done()):
+                self._owed = False
+                await self._answer()
         elif isinstance(turn, Pause):
             self._transcribe_early(turn.ms)
 
@@ -299,7 +311,12 @@ class RealtimeSession:
             logger.warning("no verdict on a pause within %g s: the turn goes on", VERDICT_WAIT_S)
             return Verdict.GOES_ON
         heard = early is not None and not early.cancelled() and early.exception() is None
-        return verdict(probability, early.result() if heard else None)
+        judged = verdict(probability, early.result() if heard else None)
+        logger.debug(
+            "a pause at %d ms: Smart Turn %.2f, heard %r: %s",
+            speech_end_ms, probability, early.result() if heard else None, judged.value,
+        )
+        return judged
 
     def _transcribe_early(self, speech_end_ms: int) -> None:
         """At a pause, hear the turn so far: if the silence goes on to end the turn, its
@@ -372,16 +389,27 @@ class RealtimeSession:
         samples = self.audio.take(start_ms)
         item = Item(id=item_id, role="user", content=[ContentPart(type="input_audio")])
         previous = self.conversation.add(item)
+        self._commits += 1
         await self.send(BufferCommitted(item_id=item_id, previous_item_id=previous))
         await self.send(ItemAdded(item=item.wire(), previous_item_id=previous))
         self._transcribe(item, samples, respond, early)
+
+    async def _answer(self) -> None:
+        try:
+            await self._start_response(self.config.instructions)
+        except RealtimeError as error:  # busy, or draining: said, not a failure
+            await self.send(ErrorEvent.of(error))
 
     def _transcribe(
         self, item: Item, samples: Any, respond: bool, early: asyncio.Task[str] | None = None
     ) -> None:
         """Whisper hears the turn in a thread (or the pass that heard it at its last pause
         finishes: the same speech, less trailing silence, which Whisper's VAD filter drops);
-        then the item is done, and answered if asked."""
+        then the item is done, and answered if asked, unless the speaker spoke again
+        meanwhile and the detector interrupts answers: that turn's answer is owed to the next
+        (an answer to half a question, started after its speaker went on, would hold the
+        conversation's one response and leave the whole question unanswered)."""
+        starts, commits = self._speech_starts, self._commits
 
         async def heard() -> str:
             if early is not None:
@@ -419,11 +447,14 @@ class RealtimeSession:
                 )
             )
             await self.send(ItemDone(item=done.wire()))
-            if respond and text.strip():
-                try:
-                    await self._start_response(self.config.instructions)
-                except RealtimeError as error:  # busy, or draining: said, not a failure
-                    await self.send(ErrorEvent.of(error))
+            if respond and (text.strip() or self._owed):
+                vad = self.config.audio.input.turn_detection
+                went_on = self._speech_starts != starts and (self.audio.speaking or self._commits != commits)
+                if went_on and vad is not None and vad.interrupt_response:
+                    self._owed = True
+                else:
+                    self._owed = False
+                    await self._answer()
             return text
 
         self.transcribing = self._spawn(transcribe())

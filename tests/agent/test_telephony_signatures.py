@@ -60,7 +60,7 @@ def test_vonage_accepts_pyjwts_hs256_tokens_and_checks_the_body_hash():
     claims = {"iat": int(now), "jti": "x", "payload_hash": hashlib.sha256(body).hexdigest()}
     token = jwt.encode(claims, "a-vonage-signature-secret-32-bytes", algorithm="HS256")
     assert vonage_valid("a-vonage-signature-secret-32-bytes", f"Bearer {token}", body)
-    assert vonage_valid("a-vonage-signature-secret-32-bytes", f"Bearer {vonage_token('s3cret', claims)}", body)
+    assert vonage_valid("a-vonage-signature-secret-32-bytes", f"Bearer {vonage_token('a-vonage-signature-secret-32-bytes', claims)}", body)
     assert jwt.decode(vonage_token("a-vonage-signature-secret-32-bytes", claims), "a-vonage-signature-secret-32-bytes", algorithms=["HS256"]) == claims
     assert not vonage_valid("other", f"Bearer {token}", body)
     assert not vonage_valid("a-vonage-signature-secret-32-bytes", f"Bearer {token}", body + b" ")

@@ -216,14 +216,16 @@ class StandIn:
 
 
 async def webhook_stream_url(base: str, carrier: str, headers: dict[str, str] | None = None,
-                             form: dict[str, str] | None = None) -> str:
-    """The stream URL the carrier's webhook answers with (TwiML, TeXML, Plivo XML or NCCO)."""
+                             body: str = "CallSid=CA1") -> str:
+    """The stream URL the carrier's webhook answers with (TwiML, TeXML, Plivo XML or NCCO):
+    Vonage GETs its answer URL, the others POST a form `body`."""
     async with httpx.AsyncClient() as client:
         if carrier == "vonage":
             answer = await client.get(f"{base}/telephony/vonage", headers=headers)
             answer.raise_for_status()
             return answer.json()[0]["endpoint"][0]["uri"]
-        answer = await client.post(f"{base}/telephony/{carrier}", data=form or {"CallSid": "CA1"}, headers=headers)
+        form_type = {"Content-Type": "application/x-www-form-urlencoded"}
+        answer = await client.post(f"{base}/telephony/{carrier}", content=body, headers={**form_type, **(headers or {})})
         answer.raise_for_status()
     found = re.search(r'url="([^"]+)"', answer.text) or re.search(r">(wss?://[^<]+)<", answer.text)
     assert found is not None, answer.text

@@ -23,7 +23,8 @@ before the app sees a request (one pure ASGI middleware, `AccessMiddleware`):
    refused with a message saying so, and logged URLs have their query values redacted
    (`RedactQueryValues`). Compared in constant time; a missing or wrong key gets 401
    ``unauthorized`` (HTTP) or a 1008 close (WebSocket). Only `OPEN_PATHS` and the pages'
-   files need none.
+   files need none, and a phone carrier's routes (``signed_prefixes``), which check the
+   carrier's own signature instead (and take its form-encoded webhooks).
 4. **JSON bodies**: a POST, PUT or PATCH must say ``Content-Type: application/json`` (or
    a ``+json`` type). A browser sends a cross-site ``text/plain``, form or untyped body
    without asking first (a CORS "simple request"), so any page could otherwise spend the
@@ -82,6 +83,9 @@ class AccessPolicy:
     api_key: str | None = None
     cors_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
+    signed_prefixes: tuple[str, ...] = ()
+    """Paths under these are a carrier's (the agent's ``/telephony/``): the route checks the
+    carrier's own signature instead of the key, and takes the carrier's form bodies."""
 
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key:
@@ -160,6 +164,7 @@ class AccessMiddleware:
         self._hosts = LOCAL_NAMES | {_split_host(name)[0] for name in policy.allowed_hosts}
         self._any_origin = ANY_HOST in policy.cors_origins
         self._origins = {origin.rstrip("/").lower() for origin in policy.cors_origins}
+        self._signed = policy.signed_prefixes
         self._logged: set[tuple[str, str]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -187,6 +192,8 @@ class AccessMiddleware:
         if scope["type"] == "websocket" and origin is not None and not self._origin_allowed(origin, hosts):
             self._log_once("Origin", origin, scope)
             return ErrorCode.FORBIDDEN, f"Origin {origin!r} may not open sessions (see --cors-origin).", 403
+        if scope["path"].startswith(self._signed) and self._signed:
+            return None  # the carrier's signature, checked by its route
         if self._key is not None and not is_open_path(scope["path"]) and not self._key_matches(scope):
             in_url = b"key=" in scope.get("query_string", b"")
             return ErrorCode.UNAUTHORIZED, KEY_IN_URL if in_url else "A valid API key is required.", 401

@@ -12,7 +12,8 @@ is I/O), so `/ping` stays responsive all the same.
 
 The app also serves the agent page (`GET /`, static files of `voicestream.web`) and the
 speech server's voice list (`GET /voices`, fetched from it), and the OpenAI Realtime API
-(`WS /v1/realtime`, and AgentCore's `WS /ws`). Every route acts on one `AgentService`
+(`WS /v1/realtime`, and AgentCore's `WS /ws`), and phone calls from Twilio, Telnyx, Plivo
+and Vonage (`/telephony/CARRIER` and its `/stream`, `voicestream.agent.telephony`). Every route acts on one `AgentService`
 (`voicestream.agent.service`), which answers. Request bodies are capped (`BodyLimit`)
 before the framework reads them.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 from bedrock_agentcore.runtime import BedrockAgentCoreApp, RequestContext
@@ -40,6 +42,8 @@ from voicestream.agent.realtime import serve_realtime
 from voicestream.agent.runtime import speech_transport
 from voicestream.agent.service import AgentService
 from voicestream.agent.settings import AgentSettings
+from voicestream.agent.telephony.routes import PREFIX as TELEPHONY_PREFIX
+from voicestream.agent.telephony.routes import telephony_routes
 from voicestream.agent.ticking import Tick, ticking
 from voicestream.agent.voices import voices_route
 from voicestream.asgi import (
@@ -124,7 +128,9 @@ def create_app(
         [*page_routes(AGENT_PAGE), voices_route(settings.speech_url, settings.speech_api_key)]
     )
     app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)
-    protect(app, AccessPolicy(settings.api_key, settings.cors_origins, settings.allowed_hosts))
+    public = urlsplit(settings.telephony.public_url or "").hostname
+    hosts = (*settings.allowed_hosts, *([public] if public else []))
+    protect(app, AccessPolicy(settings.api_key, settings.cors_origins, hosts, signed_prefixes=(TELEPHONY_PREFIX,)))
     app.add_middleware(DrainingPing, service=service)
     app.add_middleware(DrainWatch, drain=service.edge)
 
@@ -132,6 +138,7 @@ def create_app(
         await serve_realtime(websocket, service)
 
     app.router.routes.append(WebSocketRoute("/v1/realtime", realtime))
+    app.router.routes.extend(telephony_routes(service))
 
     @app.websocket
     async def agentcore_realtime(websocket: WebSocket, _context: RequestContext) -> None:

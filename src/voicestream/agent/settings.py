@@ -23,6 +23,52 @@ from voicestream.text import ChunkSchedule
 DEFAULT_SPEECH_URL = "ws://127.0.0.1:8080/invocations-bidirectional-stream"
 
 
+DEFAULT_GREETING = "Hello, how can I help?"
+DEFAULT_DTMF_TEMPLATE = "The caller pressed {digits}."
+
+
+@dataclass(frozen=True, slots=True)
+class TelephonySettings:
+    """The phone carriers' routes (`voicestream.agent.telephony`): each carrier's secret
+    (None: its routes answer 404, unless `insecure`), the agent's public base URL (what the
+    carriers reach it by, behind a proxy; None: the request's own Host), the greeting spoken
+    when a call connects (empty: none) and the user turn a key press becomes."""
+
+    public_url: str | None = None
+    twilio_auth_token: str | None = None
+    telnyx_public_key: str | None = None
+    plivo_auth_token: str | None = None
+    vonage_signature_secret: str | None = None
+    insecure: bool = False
+    """Serve a carrier without its secret, unchecked (local testing only)."""
+    greeting: str = DEFAULT_GREETING
+    dtmf_template: str = DEFAULT_DTMF_TEMPLATE
+
+    def __post_init__(self) -> None:
+        if self.public_url is not None and not self.public_url.startswith(("https://", "http://")):
+            raise ValueError(f"the public URL must be http(s)://HOST, not {self.public_url!r}")
+        try:
+            self.dtmf_template.format(digits="1")
+        except (KeyError, IndexError, ValueError) as error:
+            raise ValueError(f"the DTMF template may name only {{digits}}: {error}") from None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], **overrides: Any) -> TelephonySettings:
+        """From VOICESTREAM_PUBLIC_URL, TWILIO_AUTH_TOKEN, TELNYX_PUBLIC_KEY, PLIVO_AUTH_TOKEN,
+        VONAGE_SIGNATURE_SECRET, VOICESTREAM_GREETING and VOICESTREAM_DTMF_TEMPLATE; `overrides`
+        that are not None win."""
+        settings = cls(
+            public_url=env.get("VOICESTREAM_PUBLIC_URL") or None,
+            twilio_auth_token=env.get("TWILIO_AUTH_TOKEN") or None,
+            telnyx_public_key=env.get("TELNYX_PUBLIC_KEY") or None,
+            plivo_auth_token=env.get("PLIVO_AUTH_TOKEN") or None,
+            vonage_signature_secret=env.get("VONAGE_SIGNATURE_SECRET") or None,
+            greeting=env.get("VOICESTREAM_GREETING", DEFAULT_GREETING),
+            dtmf_template=env.get("VOICESTREAM_DTMF_TEMPLATE") or DEFAULT_DTMF_TEMPLATE,
+        )
+        return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+
+
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
     """Where the speech server is and which LLM answers.
@@ -41,7 +87,8 @@ class AgentSettings:
     `allowed_hosts` are the agent's own access policy (`voicestream.access`);
     `speech_api_key` is the key the agent sends to the speech server (as a header);
     `conversations` bound what is remembered of each conversation (see
-    `ConversationLimits`).
+    `ConversationLimits`); `telephony` the phone carriers' routes (see
+    `TelephonySettings`).
     """
 
     speech_url: str = DEFAULT_SPEECH_URL
@@ -61,6 +108,7 @@ class AgentSettings:
     asr_model: str | None = None
     turn_model: str | None = None
     conversations: ConversationLimits = field(default_factory=ConversationLimits)
+    telephony: TelephonySettings = field(default_factory=TelephonySettings)
 
     def __post_init__(self) -> None:
         self.schedule  # noqa: B018 - a bad schedule fails when the settings are made
@@ -78,7 +126,8 @@ class AgentSettings:
         limits' variables (see `AnswerLimits.from_env`), the conversations' bounds (see
         `ConversationLimits.from_env`), VOICESTREAM_API_KEY,
         VOICESTREAM_CORS_ORIGINS and VOICESTREAM_ALLOWED_HOSTS (comma-separated),
-        VOICESTREAM_SPEECH_API_KEY, VOICESTREAM_ASR_MODEL and VOICESTREAM_TURN_MODEL; `overrides`
+        VOICESTREAM_SPEECH_API_KEY, VOICESTREAM_ASR_MODEL, VOICESTREAM_TURN_MODEL and the
+        telephony variables (see `TelephonySettings.from_env`); `overrides`
         that are not None win (CLI options; 0 first clause words turns latency mode off there
         too)."""
         env = os.environ if environ is None else environ
@@ -110,6 +159,7 @@ class AgentSettings:
             speech_api_key=env.get("VOICESTREAM_SPEECH_API_KEY") or None,
             asr_model=env.get("VOICESTREAM_ASR_MODEL") or None,
             turn_model=env.get("VOICESTREAM_TURN_MODEL") or None,
+            telephony=TelephonySettings.from_env(env),
         )
         chosen = {k: v for k, v in overrides.items() if v is not None}
         if chosen.get("first_clause_words") == 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -127,6 +128,48 @@ def agent(
     log_json: LogJson = False,
     asr_model: AsrModel = None,
     turn_model: TurnModel = None,
+    public_url: Annotated[
+        str | None,
+        typer.Option("--public-url", envvar="VOICESTREAM_PUBLIC_URL",
+                     help="The agent's public https:// base URL, as phone carriers reach it (behind a proxy): "
+                     "the stream URL their webhooks are answered with, and the URL their signatures cover."),
+    ] = None,
+    twilio_auth_token: Annotated[
+        str | None,
+        typer.Option("--twilio-auth-token", envvar="TWILIO_AUTH_TOKEN",
+                     help="Twilio's auth token: turns on /telephony/twilio, checking X-Twilio-Signature."),
+    ] = None,
+    telnyx_public_key: Annotated[
+        str | None,
+        typer.Option("--telnyx-public-key", envvar="TELNYX_PUBLIC_KEY",
+                     help="Telnyx's Ed25519 public key (base64): turns on /telephony/telnyx, checking "
+                     "telnyx-signature-ed25519."),
+    ] = None,
+    plivo_auth_token: Annotated[
+        str | None,
+        typer.Option("--plivo-auth-token", envvar="PLIVO_AUTH_TOKEN",
+                     help="Plivo's auth token: turns on /telephony/plivo, checking X-Plivo-Signature-V3."),
+    ] = None,
+    vonage_signature_secret: Annotated[
+        str | None,
+        typer.Option("--vonage-signature-secret", envvar="VONAGE_SIGNATURE_SECRET",
+                     help="Vonage's signature secret: turns on /telephony/vonage, checking its signed JWT."),
+    ] = None,
+    telephony_insecure: Annotated[
+        bool,
+        typer.Option("--telephony-insecure",
+                     help="Serve every carrier's routes without checking signatures (local testing only)."),
+    ] = False,
+    greeting: Annotated[
+        str | None,
+        typer.Option("--greeting", envvar="VOICESTREAM_GREETING",
+                     help='Spoken when a phone call connects (default "Hello, how can I help?"; "" for none).'),
+    ] = None,
+    dtmf_template: Annotated[
+        str | None,
+        typer.Option("--dtmf-template", envvar="VOICESTREAM_DTMF_TEMPLATE",
+                     help='The user turn a key press on a call becomes (default "The caller pressed {digits}.").'),
+    ] = None,
 ) -> None:
     """Run the agent runtime (the Bedrock AgentCore contract) against a speech server; its page
     is at /. A speech server with an API key is reached with --speech-api-key."""
@@ -134,6 +177,7 @@ def agent(
 
     from voicestream.access import parse_names
     from voicestream.agent.app import AgentSettings, serve_agent
+    from voicestream.agent.settings import TelephonySettings
     from voicestream.logs import configure_logging
     from voicestream.text import ChunkSchedule
 
@@ -147,6 +191,13 @@ def agent(
             allowed_hosts=parse_names(allowed_host) or None, speech_api_key=speech_api_key, asr_model=asr_model,
             turn_model=turn_model,
         )
+        telephony = TelephonySettings.from_env(
+            os.environ, public_url=public_url, twilio_auth_token=twilio_auth_token,
+            telnyx_public_key=telnyx_public_key, plivo_auth_token=plivo_auth_token,
+            vonage_signature_secret=vonage_signature_secret, insecure=telephony_insecure,
+            greeting=greeting, dtmf_template=dtmf_template,
+        )
+        settings = replace(settings, telephony=telephony)
     except ValueError as error:
         stderr.print(f"[red]error:[/red] {error}")
         raise typer.Exit(2) from None

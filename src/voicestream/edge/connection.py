@@ -505,6 +505,7 @@ class Connection:
             remaining = self._last_activity + idle_timeout_s - time.monotonic()
             if remaining <= 0:
                 if self.idle:
+                    log.info("closing %s that was idle for %g s (1000)", self.a_kind, idle_timeout_s)
                     self.host.count_close(NORMAL)
                     self.finish()
                     return _CLOSE

@@ -72,6 +72,17 @@ class Instructed:
         return self.model.stream(messages, system_prompt=prompt or None, **kwargs)
 
 
+class Scripted:
+    """A model that writes `text` and nothing else, whatever it is asked (a phone call's
+    greeting, spoken through the same answer path as the LLM's)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def stream(self, messages: Messages, system_prompt: str | None = None, **kwargs: Any) -> Any:
+        yield {"contentBlockDelta": {"delta": {"text": self.text}}}
+
+
 @dataclass(frozen=True, slots=True)
 class AnswerSetup:
     """What one response needs from the agent: its LLM, speech server and limits."""

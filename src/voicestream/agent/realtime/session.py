@@ -20,6 +20,7 @@ import binascii
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from voicestream.agent.conversation import Turn
@@ -31,7 +32,7 @@ from voicestream.agent.realtime.end_of_turn import (
     Verdict,
     verdict,
 )
-from voicestream.agent.realtime.responder import AnswerSetup, Response
+from voicestream.agent.realtime.responder import AnswerSetup, Response, Scripted
 from voicestream.agent.realtime.turns import InputAudio
 from voicestream.agent.realtime.vad import (
     NoWords,
@@ -42,6 +43,7 @@ from voicestream.agent.realtime.vad import (
     VadUnavailable,
 )
 from voicestream.agent.service import AgentService
+from voicestream.audio.pcm import FloatArray
 from voicestream.protocol import ProtocolError
 from voicestream.protocol.realtime import (
     BufferCleared,
@@ -252,7 +254,12 @@ class RealtimeSession:
             raise RealtimeError(
                 "audio is not base64", param="audio", event_id=event.event_id
             ) from None
-        await self._hear(self.audio.append(data))
+        await self.hear(self.audio.decoder.decode(data))
+
+    async def hear(self, samples: FloatArray) -> None:
+        """Audio at the analysis rate (16 kHz floats) from a face that decodes its own (a
+        phone call), heard as `input_audio_buffer.append`'s."""
+        await self._hear(self.audio.append_samples(samples))
         if self._early is not None and self._early[1] != self.audio.speech_end_ms:
             self._early[2].cancel()  # the speaker went on: this pause did not end the turn
             self._early = None
@@ -548,6 +555,10 @@ class RealtimeSession:
 
     # --- responses -----------------------------------------------------------------------
 
+    async def say(self, text: str) -> None:
+        """Speak `text` word for word as the assistant's answer (a phone call's greeting)."""
+        await self._start_response("", llm=Scripted(text))
+
     async def _respond(self, event: ResponseCreate) -> None:
         params = event.response
         if params.conversation not in (None, "auto"):
@@ -575,6 +586,7 @@ class RealtimeSession:
         event_id: str | None = None,
         metadata: dict[str, str] | None = None,
         modalities: list[str] | None = None,
+        llm: Any = None,
     ) -> None:
         if self.response is not None:
             return
@@ -597,7 +609,7 @@ class RealtimeSession:
         output = self.config.audio.output
         system = "\n".join(p for p in (instructions, self.conversation.instructions()) if p)
         response = Response(
-            self._setup,
+            self._setup if llm is None else replace(self._setup, llm=llm),
             self._send,
             voice=output.voice,
             kokoro_voice=output.kokoro_voice,

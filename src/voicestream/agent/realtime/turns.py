@@ -79,7 +79,10 @@ class InputAudio:
 
     def append(self, data: bytes) -> list[TurnEvent]:
         """Add the client's audio; the turn events it completes, in session milliseconds."""
-        samples = self.decoder.decode(data)
+        return self.append_samples(self.decoder.decode(data))
+
+    def append_samples(self, samples: FloatArray) -> list[TurnEvent]:
+        """Add audio already at the analysis rate (a face that decodes its own)."""
         self._samples = np.concatenate([self._samples, samples])
         self.total += len(samples)
         return self._heard_events(self.detector.feed(samples) if self.detector else [])

@@ -53,11 +53,11 @@ async def test_a_twilio_call_greets_answers_is_cut_by_the_caller_and_hangs_up(sp
         question = spoken(speech_server, "Please give me a long answer.")
         interruption = spoken(speech_server, "Wait a moment.")
         handshake = {"X-Twilio-Signature": twilio_signature(TOKEN, stream_url)}
-        async with asyncio.timeout(60), call(stream_url, "twilio", handshake) as twilio:
+        async with asyncio.timeout(300), call(stream_url, "twilio", handshake) as twilio:
             # The greeting: mu-law media, each piece followed by a mark, played to its end.
-            await until(lambda: services[0].connections, 5, "the call")
+            await until(lambda: services[0].connections, 30, "the call")
             call_ = the_call(services[0])
-            await until(lambda: said(call_) and not twilio.to_play and not call_.marks_waiting, 20, "the greeting")
+            await until(lambda: said(call_) and not twilio.to_play and not call_.marks_waiting, 60, "the greeting")
             greeting = b"".join(value for _, value in twilio.kinds("media"))
             assert 0.8 < len(greeting) / 8000 < 4.0
             assert float(abs(mulaw_to_float(greeting)).max()) > 0.1  # speech, not silence
@@ -66,9 +66,9 @@ async def test_a_twilio_call_greets_answers_is_cut_by_the_caller_and_hangs_up(sp
             # The question; the answer plays for a while, then the caller speaks over it.
             answer_from = twilio.played_bytes  # nothing plays until the answer comes
             twilio.say(question, then_silence_s=1.5)
-            await until(lambda: twilio.played_bytes - answer_from > 8000 * 1.5, 30, "the answer")
+            await until(lambda: twilio.played_bytes - answer_from > 8000 * 1.5, 90, "the answer")
             twilio.say(interruption, then_silence_s=1.0)
-            await until(lambda: twilio.clears, 15, "the clear")
+            await until(lambda: twilio.clears, 60, "the clear")  # bounds a failure only
             _, played_at_clear = twilio.clears[0]
             assert not twilio.to_play
             # The caller's question was heard, and the answer was what the LLM wrote.
@@ -84,7 +84,7 @@ async def test_a_twilio_call_greets_answers_is_cut_by_the_caller_and_hangs_up(sp
         assert answer.heard_s is not None
         assert abs(answer.heard_s * 1000 - played_ms) <= 100, (answer.heard_s, played_ms)
         # The hang-up freed the call: no socket, no answer under way, no task of its session.
-        await until(lambda: not services[0].connections and services[0].active_answers == 0, 10, "the hang-up")
+        await until(lambda: not services[0].connections and services[0].active_answers == 0, 30, "the hang-up")
         assert hanging_up.response is None and not hanging_up.busy
 
 
@@ -122,15 +122,15 @@ async def test_each_carrier_hears_the_caller_answers_clears_and_takes_keys(speec
         stream_url = await webhook_stream_url(base, carrier, headers, body)
         assert stream_url.startswith(f"{url}/telephony/{carrier}/stream?token=")
         question = spoken(speech_server, "Please give me a long answer.")
-        async with asyncio.timeout(60), call(stream_url, carrier) as phone:
+        async with asyncio.timeout(300), call(stream_url, carrier) as phone:
             phone.say(question, then_silence_s=1.5)
-            await until(lambda: phone.played_bytes > phone.bytes_per_s * 1.0, 30, "the answer")
+            await until(lambda: phone.played_bytes > phone.bytes_per_s * 1.0, 90, "the answer")
             answer = b"".join(value for _, value in phone.kinds("media"))
             loudest = float(abs(pcm16_to_float(answer) if carrier == "vonage" else mulaw_to_float(answer)).max())
             assert loudest > 0.1
             phone.say(spoken(speech_server, "Wait a moment."), then_silence_s=1.0)
-            await until(lambda: phone.clears, 15, "the clear")
+            await until(lambda: phone.clears, 60, "the clear")  # bounds a failure only
             assert "long answer" in echo(llm.requests[0]["messages"]).lower()
             await phone.socket.send(phone.carrier.dtmf("7"))
-            await until(lambda: any("pressed 7" in echo(r["messages"]) for r in llm.requests), 20, "the key press")
-        await until(lambda: not services[0].connections and services[0].active_answers == 0, 10, "the hang-up")
+            await until(lambda: any("pressed 7" in echo(r["messages"]) for r in llm.requests), 60, "the key press")
+        await until(lambda: not services[0].connections and services[0].active_answers == 0, 30, "the hang-up")

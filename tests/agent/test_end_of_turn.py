@@ -18,10 +18,10 @@ from voicestream.agent.realtime.end_of_turn import (
 )
 from voicestream.agent.realtime.turns import InputAudio
 from voicestream.agent.realtime.vad import (
-    PAUSE_MS,
     WINDOW_MS,
     NoWords,
     Pause,
+    Resumed,
     SpeechStart,
     SpeechStop,
 )
@@ -87,19 +87,41 @@ def pcm(samples: np.ndarray) -> bytes:
 
 
 def test_a_judged_pause_holds_the_audio_after_it_until_its_verdict(speech_server):
-    """Semantic: a question and a second of silence, appended at once, stop at the pause (the
-    rest not heard yet); finished, the turn ends there and is taken without the audio after
-    it, which is then heard as the next turn's silence."""
-    audio = InputAudio("audio/pcm", SemanticVad())
+    """Semantic: a question and 1.5 s of silence, appended at once, stop at the pause (the
+    rest not heard yet); judged finished, the turn ends where its silence reaches the
+    eagerness's confirmation (1,000 ms) and is taken without the audio after that, which is
+    then heard as the next turn's silence."""
+    vad = SemanticVad()
+    audio = InputAudio("audio/pcm", vad)
     question = trimmed(spoken(speech_server, "What is the capital of France?"))
-    events = audio.append(silence(0.5) + question + silence(1.0))
+    events = audio.append(silence(0.5) + question + silence(1.5))
     assert [type(e) for e in events] == [SpeechStart, Pause]
     pause = events[-1]
     assert audio.holding == pause and audio.held_ms < audio.ms - audio.start_ms - 500
     assert audio.go_on(Verdict.FINISHED) == [SpeechStop(pause.ms)]
     heard_ms = len(audio.take()) / 16
-    assert pause.ms + PAUSE_MS <= heard_ms <= pause.ms + PAUSE_MS + WINDOW_MS, "not the rest"
+    assert pause.ms + vad.confirm_ms <= heard_ms <= pause.ms + vad.confirm_ms + WINDOW_MS, "not the rest"
     assert audio.go_on() == [] and audio.holding is None and not audio.speaking
+
+
+def test_speech_within_the_confirmation_resumes_a_turn_judged_finished(speech_server):
+    """Judged finished at its pause, the turn is not over while its silence is shorter than
+    the confirmation: speech 700 ms after it is `Resumed` (no stop), a click is not; with
+    `eagerness` high (400 ms) the same pause ends the turn."""
+    sentence = trimmed(spoken(speech_server, "I have a question about France."))
+    click = np.zeros(2400, np.float32)
+    click[:24] = 0.8
+    for eagerness, ends in (("auto", False), ("high", True)):
+        audio = InputAudio("audio/pcm", SemanticVad(eagerness=eagerness))
+        events = audio.append(silence(0.3) + sentence + silence(0.3) + pcm(click) + silence(0.3) + sentence + silence(0.2))
+        pause = events[-1]
+        assert isinstance(pause, Pause), events
+        after = audio.go_on(Verdict.FINISHED)
+        if ends:
+            assert after[0] == SpeechStop(pause.ms), after
+        else:
+            assert [type(e) for e in after] == [Resumed, Pause], after  # the second sentence's pause
+            assert after[0].ms >= pause.ms + 600
 
 
 def test_an_unfinished_turn_ends_at_the_eagerness_longest_pause(speech_server):

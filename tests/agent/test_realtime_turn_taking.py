@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 from openai import AsyncOpenAI
+from tests.agent.llm_stubs import echo
 from tests.agent.realtime_checks import (
     b64,
     checked,
@@ -42,9 +43,14 @@ UNFINISHED = "What is the capital of"
 
 
 @pytest.fixture(scope="module")
-def agent(speech_server: str) -> Iterator[str]:
-    with echo_agent(speech_server) as (url, _):
-        yield url
+def echoing(speech_server: str) -> Iterator[tuple[str, Any]]:
+    with echo_agent(speech_server) as (url, llm):
+        yield url, llm
+
+
+@pytest.fixture
+def agent(echoing: tuple[str, Any]) -> str:
+    return echoing[0]
 
 
 class Caller:
@@ -95,13 +101,13 @@ def runs() -> int:
 async def test_a_pause_inside_a_question_is_one_turn_with_semantic_vad(agent, speech_server):
     """A 700 ms pause after "does": `semantic_vad` hears one turn, judged twice (once per
     pause: Smart Turn's runs), and answers it once; the question ends at its first pause."""
-    question = silence(0.5) + hesitant(speech_server, QUESTION, 4, 0.7) + silence(0.3)
+    question = silence(0.5) + hesitant(speech_server, QUESTION, 4, 0.7) + silence(1.2)
     async with calling(agent) as caller:
         assert (await caller.detect({"type": "semantic_vad"}))["type"] == "semantic_vad"
         before = runs()
         heard = await caller.say(question)
         assert kinds(heard).count("input_audio_buffer.speech_started") == 1
-        assert kinds(heard).count("input_audio_buffer.committed") == 1, "ended in 300 ms of silence"
+        assert kinds(heard).count("input_audio_buffer.committed") == 1, "ended in 1.2 s of silence"
         assert runs() - before == 2
         rest = await caller.until("response.done")
     everything = heard + rest
@@ -128,20 +134,64 @@ async def test_server_vad_ends_the_same_question_at_its_pause(agent, speech_serv
         assert kinds(heard).count("input_audio_buffer.committed") == 1, "the second half"
 
 
-async def test_a_whole_question_ends_at_its_first_pause(agent, speech_server):
-    """With `semantic_vad` a finished question is committed on 300 ms of silence after it,
-    where `server_vad` waits 500 ms."""
+async def test_a_whole_question_is_answered_at_its_first_pause_and_sent_once_confirmed(echoing, speech_server):
+    """With `semantic_vad` a finished question's answer starts at its first pause, unheard:
+    after 500 ms of silence the LLM has been asked and nothing of the turn's end or its
+    answer was sent; once the silence reaches `eagerness`'s 1,000 ms the turn is committed
+    and that same answer (no second LLM request) is sent, its events in the API's order.
+    `server_vad` commits nothing on 300 ms of silence."""
+    agent, llm = echoing
     question = trimmed(spoken(speech_server, "What is the capital of France?"))
     async with calling(agent) as caller:
-        await caller.detect({"type": "semantic_vad", "create_response": False})
-        heard = kinds(await caller.say(silence(0.5) + question + silence(0.3)))
-        assert heard.count("input_audio_buffer.committed") == 1
-        assert heard.index("input_audio_buffer.speech_stopped") < heard.index(
-            "input_audio_buffer.committed"
-        )
+        await caller.detect({"type": "semantic_vad"})
+        asked = len(llm.requests)
+        heard = kinds(await caller.say(silence(0.5) + question + silence(0.5)))
+        assert heard == ["input_audio_buffer.speech_started", "session.updated"], heard
+        async with asyncio.timeout(60):
+            while len(llm.requests) == asked:
+                await asyncio.sleep(0.02)
+        assert "capital of france" in echo(llm.requests[-1]["messages"]).lower()
+        heard = await caller.say(silence(0.6))
+        events = heard + await caller.until("response.done")
+        firsts = [kinds(events).index(kind) for kind in ORDER]
+        assert firsts == sorted(firsts), kinds(events)
+        assert events[-1]["response"]["status"] == "completed"
+        assert len(llm.requests) == asked + 1, "the held answer was sent, not asked again"
         await caller.detect({"type": "server_vad", "create_response": False})
         heard = await caller.say(question + silence(0.3))
         assert "input_audio_buffer.committed" not in kinds(heard)
+
+
+ORDER = (
+    "input_audio_buffer.speech_stopped",
+    "input_audio_buffer.committed",
+    "conversation.item.input_audio_transcription.completed",
+    "response.created",
+    "response.output_audio.delta",
+    "response.done",
+)
+
+
+async def test_a_speaker_who_goes_on_after_a_pause_judged_finished_hears_nothing_of_its_answer(
+    echoing, speech_server
+):
+    """A whole sentence, a pause of 700 ms (judged finished: its answer is prepared), then
+    more: the held answer is dropped unheard; the one turn is answered once, its question
+    both sentences."""
+    agent, llm = echoing
+    first = trimmed(spoken(speech_server, "I have a question about France."))
+    second = trimmed(spoken(speech_server, "What is its capital?"))
+    async with calling(agent) as caller:
+        await caller.detect({"type": "semantic_vad"})
+        asked = len(llm.requests)
+        heard = await caller.say(silence(0.3) + first + silence(0.7) + second + silence(1.2))
+        events = heard + await caller.until("response.done")
+    assert kinds(events).count("input_audio_buffer.committed") == 1
+    assert kinds(events).count("response.created") == 1
+    assert len({e["response_id"] for e in events if "response_id" in e}) == 1
+    question = echo(llm.requests[-1]["messages"]).lower()
+    assert "france" in question and "capital" in question
+    assert len(llm.requests) - asked in (1, 2)  # 2: the pause was judged finished and dropped
 
 
 @pytest.mark.parametrize(("eagerness", "max_pause_s"), [("high", 2.0), ("auto", 4.0), ("low", 8.0)])
@@ -190,7 +240,7 @@ async def test_noise_and_silence_are_no_turn_and_cost_no_model_runs(agent, speec
         before = runs()
         assert kinds(await caller.say(silence(60.0))) == ["session.updated"]
         assert runs() == before
-        heard = await caller.say(question + silence(0.3))
+        heard = await caller.say(question + silence(1.2))
         assert kinds(heard).count("input_audio_buffer.committed") == 1
         await caller.until("response.done")
 

@@ -104,12 +104,18 @@ class ServerVad(_Model):
 EAGERNESS_MAX_PAUSE_MS: Mapping[str, int] = {"low": 8000, "medium": 4000, "high": 2000, "auto": 4000}
 """How long a turn that sounds unfinished may pause before it ends anyway, by `eagerness`, as
 OpenAI documents ``semantic_vad`` (``auto`` is ``medium``)."""
+EAGERNESS_CONFIRM_MS: Mapping[str, int] = {"low": 1500, "medium": 1000, "high": 400, "auto": 1000}
+"""How long the silence after a turn judged finished lasts before the turn ends, by
+`eagerness`: a speaker who only paused (600 to 900 ms, to find a word) goes on within it. Its
+answer is prepared meanwhile and sent when the turn ends (or dropped unheard when the speaker
+goes on), so where an answer takes longer than this to prepare the wait costs nothing."""
 
 
 class SemanticVad(_Model):
     """Turn detection that asks whether the turn is finished: at each pause in the speech an
     end-of-turn model (the audio) and the words heard so far judge it; a finished turn ends
-    there, an unfinished one waits for more speech, at most `max_pause_ms` (`eagerness`).
+    there once the silence has lasted `confirm_ms` (the answer is prepared meanwhile), an
+    unfinished one waits for more speech, at most `max_pause_ms` (both by `eagerness`).
     Speech is found as `server_vad` finds it, with its defaults."""
 
     type: Literal["semantic_vad"] = "semantic_vad"
@@ -123,6 +129,10 @@ class SemanticVad(_Model):
     @property
     def max_pause_ms(self) -> int:
         return EAGERNESS_MAX_PAUSE_MS[self.eagerness]
+
+    @property
+    def confirm_ms(self) -> int:
+        return EAGERNESS_CONFIRM_MS[self.eagerness]
 
     def as_server_vad(self) -> ServerVad:
         """The server VAD that stands in where the end-of-turn model is not installed."""

@@ -104,20 +104,21 @@ class RealtimeConversation:
             e.item.text for e in self.entries if e.item.role == "system" and e.item.text
         )
 
-    def question(self) -> str:
+    def question(self, then: str | None = None) -> str:
         """The user's words since the last answer that no earlier turn asked (the next
-        turn's question: the store joins an unanswered turn's question to the next one)."""
+        turn's question: the store joins an unanswered turn's question to the next one);
+        with `then`, as if one more user item said it."""
         asked: list[str] = []
         for entry in self.entries:
             if entry.item.role == "assistant":
                 asked = []
             elif entry.item.role == "user" and entry.text and entry.asked_in is None:
                 asked.append(entry.text)
-        return "\n".join(asked)
+        return "\n".join([*asked, *([then] if then else [])])
 
-    def messages(self) -> Messages:
+    def messages(self, then: str | None = None) -> Messages:
         """The conversation as chat messages (see `conversation.chat`): each answer as the
-        listener heard it."""
+        listener heard it; with `then`, as if one more user item said it."""
         pairs: list[tuple[str, str]] = []
         asked: list[str] = []
         for entry in self.entries:
@@ -126,4 +127,6 @@ class RealtimeConversation:
             elif entry.item.role == "assistant" and entry.text:
                 pairs.append(("\n".join(asked), entry.text))
                 asked = []
+        if then:
+            asked.append(then)
         return chat(pairs, "\n".join(asked) if asked else None)

@@ -57,6 +57,43 @@ logger = logging.getLogger(__name__)
 
 Send = Callable[[ServerEvent, "str | None"], Awaitable[None]]
 """Queue one server event; the second argument tags a response's deltas (droppable)."""
+MAX_HELD_EVENTS = 256
+"""A held response's events waiting for its turn to end; past them its answer waits."""
+
+
+class Held:
+    """A speculative response's sends (`Send`), held until its turn ends (`release`: the
+    events announcing it, then those held, in order, then the rest as they come) or dropped
+    unheard (`drop`). One task produces them, so order holds."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._held: list[tuple[ServerEvent, str | None]] = []
+        self.state = "held"
+        self._changed = asyncio.Event()
+
+    async def __call__(self, event: ServerEvent, tag: str | None) -> None:
+        while self.state == "held" and len(self._held) >= MAX_HELD_EVENTS:
+            self._changed.clear()
+            await self._changed.wait()
+        if self.state == "held":
+            self._held.append((event, tag))
+        elif self.state == "released":
+            await self._send(event, tag)
+
+    async def release(self, first: list[ServerEvent]) -> None:
+        for event in first:
+            await self._send(event, None)
+        while self._held:  # what comes meanwhile joins the end
+            event, tag = self._held.pop(0)
+            await self._send(event, tag)
+        self.state = "released"
+        self._changed.set()
+
+    def drop(self) -> None:
+        self.state = "dropped"
+        self._held.clear()
+        self._changed.set()
 
 
 class Instructed:
@@ -139,6 +176,7 @@ class Response:
         on_end: Callable[[Response], None],
         metadata: dict[str, str] | None = None,
         modalities: list[str] | None = None,
+        held: bool = False,
     ) -> None:
         self.id = turn.request_id
         self.modalities = modalities or ["audio"]
@@ -148,7 +186,9 @@ class Response:
             id=new_id("item"), role="assistant", status="in_progress", content=[self._content("")]
         )
         self.setup = setup
-        self._send = send
+        self.held = Held(send) if held else None
+        """A speculative response's gate: nothing of it is sent until its turn ends."""
+        self._send: Send = self.held or send
         self.voice, self.kokoro_voice, self.speed = voice, kokoro_voice, speed
         self.output_format = output_format
         self.instructions = instructions
@@ -174,15 +214,36 @@ class Response:
         return int(min(self.audio_s, time.monotonic() - self.first_audio_at) * 1000)
 
     async def start(self, previous_item_id: str | None) -> None:
-        await self._send(ResponseCreated(response=self._object("in_progress")), None)
-        await self._send(OutputItemAdded(response_id=self.id, item=self.item.wire()), None)
-        await self._send(ItemAdded(item=self.item.wire(), previous_item_id=previous_item_id), None)
-        await self._send(
-            ContentPartAdded(response_id=self.id, item_id=self.item.id, part=self._wire_part("")),
-            None,
-        )
+        for event in self._announcement(previous_item_id):
+            await self._send(event, None)
+        self.begin()
+
+    def begin(self) -> None:
+        """Start the answer (a held response: before anything of it is sent)."""
         self.task = asyncio.create_task(self._drive(), name=f"realtime-{self.id}")
         self.task.add_done_callback(self._ended)
+
+    async def release(self, previous_item_id: str | None) -> None:
+        """A held response's turn ended: announce it, send what it held, go on live. What
+        the listener hears begins now."""
+        assert self.held is not None
+        if self.first_audio_at is not None:
+            self.first_audio_at = time.monotonic()
+        await self.held.release(self._announcement(previous_item_id))
+
+    def drop(self) -> None:
+        """A held response's speaker went on: nothing of it is ever sent; then cancel it."""
+        assert self.held is not None
+        self.held.drop()
+
+    def _announcement(self, previous_item_id: str | None) -> list[ServerEvent]:
+        item = self.item.model_copy(update={"status": "in_progress", "content": [self._content("")]})
+        return [
+            ResponseCreated(response=self._object("in_progress")),
+            OutputItemAdded(response_id=self.id, item=item.wire()),
+            ItemAdded(item=item.wire(), previous_item_id=previous_item_id),
+            ContentPartAdded(response_id=self.id, item_id=self.item.id, part=self._wire_part("")),
+        ]
 
     def _ended(self, _task: asyncio.Task[None]) -> None:
         """However the task ended (even cancelled before it ran): the turn is final."""

@@ -20,7 +20,7 @@ import binascii
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from voicestream.agent.conversation import Turn
@@ -37,6 +37,7 @@ from voicestream.agent.realtime.turns import InputAudio
 from voicestream.agent.realtime.vad import (
     NoWords,
     Pause,
+    Resumed,
     SpeechStart,
     SpeechStop,
     TurnEvent,
@@ -98,6 +99,19 @@ VERDICT_WAIT_S = 10.0
 the turn goes on, and ends at the eagerness's longest pause."""
 
 
+@dataclass(slots=True, eq=False)
+class Speculation:
+    """A held answer to a pause judged finished (`RealtimeSession._speculate`)."""
+
+    response: Response
+    question: str
+    """The question it answers: adopted only if the turn, ended, asks the same."""
+    state: str = "held"
+    """held, adopted (its turn ended: it is the response) or dropped (never heard)."""
+    ended: bool = False
+    """Its answer's task has ended (it may end before its turn does)."""
+
+
 class RealtimeSession:
     def __init__(
         self,
@@ -132,6 +146,9 @@ class RealtimeSession:
         its transcription was done, and is still speaking or has ended another turn since, is
         not answered on its own (`_owed`)."""
         self._owed = False
+        self._speculation: Speculation | None = None
+        """The answer to a pause judged finished, prepared unheard while the silence confirms
+        the turn (`semantic_vad`): sent when the turn ends, dropped if the speaker goes on."""
         """A turn went unanswered because the speaker went on: the next turn's answer (or, if
         what followed was no words, one started then) answers it."""
         self._interim: asyncio.Task[None] | None = None
@@ -166,6 +183,7 @@ class RealtimeSession:
 
     async def close(self) -> None:
         """Stop what runs: the response (its LLM and speech session), transcriptions."""
+        self._drop_speculation()
         for task in self._background:
             task.cancel()
         if self.response is not None:
@@ -275,6 +293,8 @@ class RealtimeSession:
             if held is None:
                 return
             judged = await self._verdict(held.ms) if isinstance(held, Pause) else None
+            if judged is Verdict.FINISHED:
+                await self._speculate(held.ms)
             turns = self.audio.go_on(judged)
 
     async def _on_turn(self, turn: TurnEvent) -> None:
@@ -303,6 +323,8 @@ class RealtimeSession:
                 await self._answer()
         elif isinstance(turn, Pause):
             self._transcribe_early(turn.ms)
+        elif isinstance(turn, Resumed):  # the pause judged finished was not the end
+            self._drop_speculation()
 
     async def _verdict(self, speech_end_ms: int) -> Verdict:
         """Is the turn, paused after speech that ended at `speech_end_ms`, finished? Smart
@@ -402,10 +424,88 @@ class RealtimeSession:
         self._transcribe(item, samples, respond, early)
 
     async def _answer(self) -> None:
+        speculation, self._speculation = self._speculation, None
+        if speculation is not None:
+            if self.response is None and speculation.question == self.conversation.question():
+                await self._adopt(speculation)
+                return
+            self._drop(speculation)
         try:
             await self._start_response(self.config.instructions)
         except RealtimeError as error:  # busy, or draining: said, not a failure
             await self.send(ErrorEvent.of(error))
+
+    async def _speculate(self, speech_end_ms: int) -> None:
+        """A pause judged finished: start its answer now, held unheard (`Response.held`),
+        so that it is ready, or nearly, when the silence confirms the turn."""
+        self._drop_speculation()
+        vad = self.config.audio.input.turn_detection
+        early = self._early[2] if self._early and self._early[1] == speech_end_ms else None
+        if (
+            not isinstance(vad, SemanticVad)
+            or not vad.create_response
+            or vad.confirm_ms == 0
+            or self.response is not None
+            or self.conversation_id  # a stored conversation's turn begins when it is asked
+            or early is None
+            or not early.done()
+            or early.cancelled()
+            or early.exception() is not None
+            or not early.result().strip()
+        ):
+            return
+        if not self.service.admit():
+            return  # the agent is full: the turn's own answer will say so
+        said = early.result()
+        question = self.conversation.question(then=said)
+        response = self._response(
+            self.config.instructions,
+            Turn(new_id("resp"), question),
+            self.conversation.messages(then=said),
+            on_end=lambda ended: self._speculation_ended(speculation),
+            held=True,
+        )
+        speculation = Speculation(response, question)
+        self._speculation = speculation
+        response.begin()
+
+    def _speculation_ended(self, speculation: Speculation) -> None:
+        speculation.ended = True
+        if speculation.state == "adopted":
+            self._ended(speculation.response)
+        elif speculation.state == "dropped":
+            self.service.release()
+            self.service.changed()
+
+    async def _adopt(self, speculation: Speculation) -> None:
+        """The turn the speculation answered ended: it becomes the response."""
+        speculation.state = "adopted"
+        response = speculation.response
+        if not speculation.ended:
+            self.response = response
+        self.conversation.ask(response.turn)
+        previous = self.conversation.add(response.item)
+        entry = self.conversation.find(response.item.id)
+        if entry is not None:
+            entry.turn = response.turn
+        await response.release(previous)
+        if speculation.ended:
+            self._ended(response)
+
+    def _drop_speculation(self) -> None:
+        speculation, self._speculation = self._speculation, None
+        if speculation is not None:
+            self._drop(speculation)
+
+    def _drop(self, speculation: Speculation) -> None:
+        """Nothing of it is heard, stored or counted as a response; its LLM and speech stop."""
+        speculation.state = "dropped"
+        speculation.response.drop()
+        if speculation.ended:
+            self.service.release()
+            self.service.changed()
+        else:
+            self._spawn(speculation.response.cancel("turn_detected"))
 
     def _transcribe(
         self, item: Item, samples: Any, respond: bool, early: asyncio.Task[str] | None = None
@@ -459,6 +559,7 @@ class RealtimeSession:
                 went_on = self._speech_starts != starts and (self.audio.speaking or self._commits != commits)
                 if went_on and vad is not None and vad.interrupt_response:
                     self._owed = True
+                    self._drop_speculation()
                 else:
                     self._owed = False
                     await self._answer()
@@ -606,9 +707,32 @@ class RealtimeSession:
             )
         else:
             turn = Turn(response_id, question)
+        response = self._response(
+            instructions, turn, messages, self._ended, metadata=metadata, modalities=modalities, llm=llm
+        )
+        self.response = response
+        self.conversation.ask(turn)
+        previous = self.conversation.add(response.item)
+        entry = self.conversation.find(response.item.id)
+        if entry is not None:
+            entry.turn = turn
+        await response.start(previous)
+
+    def _response(
+        self,
+        instructions: str,
+        turn: Turn,
+        messages: Any,
+        on_end: Callable[[Response], None],
+        *,
+        metadata: dict[str, str] | None = None,
+        modalities: list[str] | None = None,
+        llm: Any = None,
+        held: bool = False,
+    ) -> Response:
         output = self.config.audio.output
         system = "\n".join(p for p in (instructions, self.conversation.instructions()) if p)
-        response = Response(
+        return Response(
             self._setup if llm is None else replace(self._setup, llm=llm),
             self._send,
             voice=output.voice,
@@ -618,17 +742,11 @@ class RealtimeSession:
             instructions=system,
             messages=messages,
             turn=turn,
-            on_end=self._ended,
+            on_end=on_end,
             metadata=metadata,
             modalities=list(modalities or self.config.output_modalities),
+            held=held,
         )
-        self.response = response
-        self.conversation.ask(turn)
-        previous = self.conversation.add(response.item)
-        entry = self.conversation.find(response.item.id)
-        if entry is not None:
-            entry.turn = turn
-        await response.start(previous)
 
     def _ended(self, response: Response) -> None:
         self.service.release()

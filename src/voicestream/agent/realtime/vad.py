@@ -11,7 +11,9 @@ counts them.
 Judged (`semantic_vad`), a pause is a question: the detector holds the audio after it until
 `decide` is given the verdict (`end_of_turn`), so that a turn ends where it was judged
 finished in the audio's own time, however long the verdict took, and what follows is heard
-after it; the silence duration is then the longest an unfinished turn may pause. Speech
+after it; the silence duration is then the longest an unfinished turn may pause. A pause
+judged finished ends the turn once its silence lasts `confirm_ms` (at once with 0); speech
+before then is `Resumed` and the turn goes on. Speech
 starts only after `MIN_SPEECH_WINDOWS` windows of it in a row (a click or a beep is one).
 Either way the detector also holds after each end of a turn, until the turn has been taken
 from the buffer (`go_on`): what follows belongs to the next turn.
@@ -127,23 +129,37 @@ class Pause:
 
 
 @dataclass(frozen=True, slots=True)
+class Resumed:
+    """The speaker went on (speech again at `ms`) after a pause judged finished, before the
+    silence confirmed it: the turn goes on."""
+
+    ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class NoWords:
     """Judged: the speech that started was no words (noise); it ended at `ms`, as no turn."""
 
     ms: int
 
 
-TurnEvent = SpeechStart | SpeechStop | Pause | NoWords
+TurnEvent = SpeechStart | SpeechStop | Pause | NoWords | Resumed
 
 
 class TurnDetector:
     """Speech start and stop events from a stream of 16 kHz samples; with `judged`, a pause
     waits for its verdict (`decide`)."""
 
-    def __init__(self, threshold: float, silence_duration_ms: int, judged: bool = False) -> None:
+    def __init__(
+        self, threshold: float, silence_duration_ms: int, judged: bool = False, confirm_ms: int = 0
+    ) -> None:
         self.threshold = threshold
         self.silence_duration_ms = silence_duration_ms
         self.judged = judged
+        self.confirm_ms = confirm_ms
+        """Judged finished, the turn ends once its silence has lasted this long (at once with
+        0); speech before then is `Resumed`."""
+        self.confirming = False
         self.pause_ms = min(PAUSE_MS, silence_duration_ms // 2)
         self.min_speech = MIN_SPEECH_WINDOWS if judged else 1
         self.vad = SileroVad()
@@ -179,6 +195,10 @@ class TurnDetector:
         if verdict is Verdict.GOES_ON:
             self.holding = None
             return self._hear()
+        if verdict is Verdict.FINISHED and self.confirm_ms > 0:
+            self.holding = None
+            self.confirming = True
+            return self._hear()
         self.speaking = False
         self.holding = SpeechStop(ms) if verdict is Verdict.FINISHED else NoWords(ms)
         return [self.holding]
@@ -200,9 +220,14 @@ class TurnDetector:
             self._window += 1
             if probability >= self.threshold:
                 self._run += 1
+                if self.confirming and self._run < self.min_speech:
+                    continue  # a click in the silence confirming a turn does not break it
                 if self.speaking or self._run >= self.min_speech:
                     self.last_speech_ms = start_ms + WINDOW_MS
                     self._paused = False
+                    if self.confirming:
+                        self.confirming = False
+                        events.append(Resumed(start_ms - (self._run - 1) * WINDOW_MS))
                     if not self.speaking:
                         self.speaking = True
                         events.append(SpeechStart(start_ms - (self._run - 1) * WINDOW_MS))
@@ -211,8 +236,8 @@ class TurnDetector:
             if not self.speaking or probability >= self.threshold - HYSTERESIS:
                 continue
             silent_ms = start_ms + WINDOW_MS - self.last_speech_ms
-            if silent_ms >= self.silence_duration_ms:
-                self.speaking = False
+            if silent_ms >= self.silence_duration_ms or (self.confirming and silent_ms >= self.confirm_ms):
+                self.speaking = self.confirming = False
                 self.holding = SpeechStop(self.last_speech_ms)
                 events.append(self.holding)
             elif silent_ms >= self.pause_ms and not self._paused:

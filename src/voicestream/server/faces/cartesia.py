@@ -128,6 +128,7 @@ class CartesiaMachine:
 
     kind = "Cartesia socket"
     route = ROUTE
+    unit = "context"
 
     def __init__(self) -> None:
         self.contexts: dict[str, _Context] = {}

@@ -81,6 +81,7 @@ class DeepgramMachine:
 
     kind = "Deepgram socket"
     route = ROUTE
+    unit = "context"
 
     def __init__(self, options: SpeakOptions, request_id: str) -> None:
         self.options = options

@@ -1,5 +1,5 @@
-"""One context runner for every face whose text comes in contexts: Cartesia's socket, ElevenLabs'
-two sockets, Deepgram's and Wyoming's connection.
+"""One context runner for every socket face of the speech server: the session, Cartesia's
+socket, ElevenLabs' two sockets, Deepgram's socket and Wyoming's connection.
 
 A face is a **protocol machine without I/O** (:class:`FaceMachine`), as h11 is: it takes one
 client message and returns :data:`Command` values (open a context, feed it text, flush it with

@@ -41,7 +41,7 @@ from voicestream.protocol.deepgram import (
 )
 from voicestream.server import contexts as ctx
 from voicestream.server.contexts import ContextConnection
-from voicestream.server.faces.http import audio_body, read_body, start_stream, stream_response
+from voicestream.server.streaming import audio_body, read_body, start_stream, stream_response
 from voicestream.speech.core import Output, SpeechCore, Voice
 
 log = logging.getLogger(__name__)

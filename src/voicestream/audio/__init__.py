@@ -18,6 +18,7 @@ from voicestream.audio.factory import (
     SUPPORTED_FORMATS,
     SUPPORTED_SAMPLE_RATES,
     create_encoder,
+    encoded_rate,
 )
 from voicestream.audio.g711 import alaw_to_float, float_to_alaw, float_to_mulaw, mulaw_to_float
 from voicestream.audio.pcm import float_to_pcm16, pcm16_to_float
@@ -41,6 +42,7 @@ __all__ = [
     "create_encoder",
     "decode_audio",
     "decode_recording",
+    "encoded_rate",
     "finalize_wav",
     "first_audible_sample",
     "float_to_alaw",

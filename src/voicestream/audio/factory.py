@@ -40,3 +40,10 @@ def create_encoder(
     if format in _RAW_ENCODERS:
         return _RAW_ENCODERS[format](sample_rate, input_rate)
     return ContainerEncoder(CONTAINER_FORMATS[format], sample_rate, input_rate, bitrate)
+
+
+def encoded_rate(format: str, sample_rate: int) -> int:
+    """The rate ``create_encoder(format, sample_rate)`` carries its audio at: the one asked
+    for, or a codec's next rate up (opus: 22050 Hz is carried at 24000 Hz)."""
+    spec = CONTAINER_FORMATS.get(format)
+    return sample_rate if spec is None else spec.encoded_rate(sample_rate)

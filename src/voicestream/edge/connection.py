@@ -28,9 +28,9 @@ the server forgets it; only then is the close sent, within ``CLOSE_TIMEOUT_S``, 
 peer that took no frame for ``--send-timeout``, the connection dropped at once (it would
 never take the close).
 
-A face subclasses it and only parses (:meth:`handle`), formats (:meth:`fault_frame`) and
-sends its answers (:meth:`answer`); the faces whose text comes in contexts are protocol
-machines run by one subclass, `voicestream.server.contexts.ContextConnection`. The
+A subclass only parses (:meth:`handle`), formats (:meth:`fault_frame`) and sends its answers
+(:meth:`answer`): the speech server's socket faces are protocol machines run by one subclass,
+`voicestream.server.contexts.ContextConnection`; the agent's Realtime socket is another. The
 transports differ only in their primitives (receive, send, close, and what they can tell of
 their buffer and offer to drop). A connection's options (what its URL asked for) come with
 the factory `serve_connection` is given.

@@ -36,9 +36,10 @@ from voicestream.server.faces.elevenlabs_http import (
     speech_stream_with_timestamps,
     speech_with_timestamps,
 )
-from voicestream.server.faces.http import error_response, invocations, openai_speech
+from voicestream.server.faces.http import invocations, openai_speech
 from voicestream.server.faces.session import serve_session
 from voicestream.server.faces.wyoming import serve_wyoming
+from voicestream.server.streaming import error_response
 from voicestream.speech.core import SpeechCore
 from voicestream.speech.metrics import CONTENT_TYPE, ServerMetrics
 from voicestream.speech.settings import ServerSettings

@@ -1,5 +1,5 @@
-"""One context runner for every face whose text comes in contexts: Cartesia's socket, ElevenLabs'
-two sockets, Deepgram's and Wyoming's connection.
+"""One context runner for every socket face of the speech server: the session, Cartesia's
+socket, ElevenLabs' two sockets, Deepgram's socket and Wyoming's connection.
 
 A face is a **protocol machine without I/O** (:class:`FaceMachine`), as h11 is: it takes one
 client message and returns :data:`Command` values (open a context, feed it text, flush it with
@@ -19,11 +19,17 @@ metric. A context the face cancelled reports nothing more: the face already know
 the core refuses to open (a full socket, an unknown voice) is refused to the client and
 reported to the face as :class:`Refused`.
 
-A face whose answers never interleave (Wyoming) opens its contexts ``in_order``: each is
-answered when its turn in the connection's outbox comes, after every frame and context
+A face whose answers never interleave (the session, Wyoming) opens its contexts ``in_order``:
+each is answered when its turn in the connection's outbox comes, after every frame and context
 queued before it, by the sender itself (no task of its own; a failure's error frame takes its
-place in that order); with ``sentences`` the face also hears where each sentence's audio
-begins and ends (:class:`Sentence`).
+place in that order). The face hears :class:`Turn` as that turn comes (its opening frame goes
+then), and with ``sentences`` where each sentence's audio begins and ends (:class:`Sentence`).
+A context may be one whole text (``Open.text``: checked and queued at open, so a refusal
+answers the message that opened it); a cancel may be ``answered`` (the context keeps its place,
+sends nothing more of its audio, and ends with ``Ended(completed=False)`` at its turn, for the
+face to answer); a face that reads strictly one message at a time returns :class:`WaitSent`.
+:class:`Ended` carries the context's totals (audio bytes and seconds, time to first audio),
+and word offsets count in the whole text the context was fed.
 """
 
 from __future__ import annotations
@@ -43,13 +49,13 @@ from voicestream.edge.connection import (
     busy,
     serve_connection,
 )
-from voicestream.engine.alignment import TimedWord, offset_words
+from voicestream.engine.alignment import TimedWord, offset_chars, offset_words
 from voicestream.protocol import ErrorCode, SpeechFault
 from voicestream.server.connection import SpeechConnection
-from voicestream.speech.core import AudioStream, Output, SpeechCore, Voice
+from voicestream.speech.core import Output, SpeechCore, Voice
 from voicestream.speech.job import Listener
 from voicestream.speech.streamed import Spoken, StreamedSpeech
-from voicestream.text import STREAMED
+from voicestream.text import STREAMED, ChunkSchedule
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +83,11 @@ class Open:
     """Answered after everything queued before it, by the sender (see the module's docstring)."""
     sentences: bool = False
     """The face hears :class:`Sentence` before and after each sentence's audio."""
+    text: str | None = None
+    """The context's whole text, one request checked and queued at open like any request of the
+    core (a refusal answers the message): no :class:`Feed` or :class:`End` follows."""
+    schedule: ChunkSchedule = STREAMED
+    """How the chunker cuts the text fed (latency mode's short first chunk, or whole sentences)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +116,12 @@ class End:
 
 @dataclass(frozen=True, slots=True)
 class Cancel:
-    """Drop ``context`` and everything of it not yet sent, at once; it reports nothing more."""
+    """Drop ``context`` and everything of it not yet sent, at once; it reports nothing more,
+    unless ``answered``: then it keeps its place (an ``in_order`` context its turn) and ends
+    with ``Ended(completed=False)``, which the face answers."""
 
     context: str
+    answered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +136,13 @@ class Finish:
     """Read no more; close (1000) once everything queued so far is sent."""
 
 
-Command = Open | Feed | Flush | End | Cancel | Send | Finish
+@dataclass(frozen=True, slots=True)
+class WaitSent:
+    """Read the next client message only once everything queued so far is sent (a face that
+    takes one message at a time); only in answer to a client message."""
+
+
+Command = Open | Feed | Flush | End | Cancel | Send | Finish | WaitSent
 
 
 # --- what the core tells a face --------------------------------------------------------------
@@ -152,10 +172,17 @@ class Marked:
 
 @dataclass(frozen=True, slots=True)
 class Ended:
-    """``context``'s audio is all sent (``completed``), or it failed (after :class:`Failed`)."""
+    """``context``'s audio is all sent (``completed``), or it failed (after :class:`Failed`) or
+    was cancelled (an ``answered`` :class:`Cancel`). Its totals: ``audio_bytes`` sent,
+    ``audio_s`` of audio rendered, ``elapsed_s`` since it opened, and when its first audio was
+    ready (``first_audio_s`` since it opened; None if it had none)."""
 
     context: str
     completed: bool
+    audio_bytes: int = 0
+    audio_s: float = 0.0
+    elapsed_s: float = 0.0
+    first_audio_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +211,14 @@ class Sentence:
     ended: bool
 
 
-Event = Audio | Marked | Ended | Failed | Refused | Sentence
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """An ``in_order`` context's turn in the outbox came: what the face sends first goes now."""
+
+    context: str
+
+
+Event = Audio | Marked | Ended | Failed | Refused | Sentence | Turn
 
 
 class FaceMachine(Protocol):
@@ -194,6 +228,8 @@ class FaceMachine(Protocol):
     """What the log calls its connections ("Cartesia socket")."""
     route: ClassVar[str]
     """The metrics' route label."""
+    unit: ClassVar[str]
+    """What its contexts are to its clients ("context", "request"): an internal failure's message names it."""
 
     def start(self) -> list[Command]:
         """What the face does as the connection opens."""
@@ -212,6 +248,13 @@ class FaceMachine(Protocol):
         ...
 
 
+def place(words: Sequence[TimedWord], text_start: int, audio_start_s: float) -> tuple[TimedWord, ...]:
+    """A sentence's words, timed from its audio's start and placed in its own text, as the
+    context's: ``text_start`` characters into the text the context was fed, ``audio_start_s``
+    into its audio (the one re-basing of word times between the core and a face)."""
+    return tuple(offset_words(offset_chars(words, text_start), audio_start_s))
+
+
 # --- the runner ------------------------------------------------------------------------------
 
 
@@ -224,6 +267,10 @@ class _Context:
     sentences: bool = False
     audio_s: float = 0.0
     """Audio of this context sent so far."""
+    audio_bytes: int = 0
+    opened: float = field(default_factory=time.monotonic)
+    first_audio_s: float | None = None
+    """When its first audio was ready, since it opened."""
     dropped: bool = False
     """The face cancelled it: it reports nothing more, and its frames still waiting are not sent."""
     task: asyncio.Task[None] = field(init=False)
@@ -257,12 +304,24 @@ class ContextConnection(SpeechConnection):
         return any(context.speech.has_unsent for context in self.contexts.values())
 
     async def handle(self, message: str | bytes) -> None:
-        self._execute(self.machine.receive(message), None)
+        commands = self.machine.receive(message)
+        self._execute(commands, None)
         self.accepted()
+        if any(isinstance(command, WaitSent) for command in commands):
+            await self.wait_all_sent()
 
     async def answer(self, context: _Context) -> None:
         """An ``in_order`` context, when its turn in the outbox comes."""
+        await self._tell(context, Turn(context.id))
         await self._run(context)
+
+    def finish(self) -> None:
+        """Close once everything is sent: ``in_order`` contexts still taking text end with what
+        they have (the sender reaches the close only after them)."""
+        for context in self.contexts.values():
+            if context.in_order:
+                context.speech.end()
+        super().finish()
 
     async def release(self) -> None:
         for waiting in self.contexts.values():  # in_order ones have no task of their own
@@ -298,8 +357,8 @@ class ContextConnection(SpeechConnection):
                         speech.mark(mark)
                 case End(context):
                     self._context(context).speech.end()
-                case Cancel(context):
-                    self._cancel(context)
+                case Cancel(context, answered):
+                    self._cancel(context, answered)
                 case Send(frame) if source is not None:
                     frames.append(frame)
                 case Send(frame):
@@ -308,6 +367,8 @@ class ContextConnection(SpeechConnection):
                     frames.append(command)  # after the frames before it
                 case Finish():
                     self.finish()
+                case WaitSent():
+                    pass  # `handle` waits, once the message's commands are all carried out
         return frames
 
     def _context(self, context_id: str) -> _Context:
@@ -322,15 +383,21 @@ class ContextConnection(SpeechConnection):
         try:
             if len(self.contexts) >= limit:
                 raise busy(f"This socket already has {limit} open contexts; end one first.")
-            self.service.check_voice(voice.voice, voice.speed, voice.language)
+            if command.text is None:  # a whole text is checked with its text, as it is queued
+                self.service.check_voice(voice.voice, voice.speed, voice.language)
+            speech = StreamedSpeech(
+                self.service, voice, command.output, self.listener, self.machine.route, command.request_id,
+                command.schedule, command.max_delay_s,
+            )
+            if command.text is not None:
+                speech.say(command.text)
+                speech.end()
+                if speech.failure is not None:
+                    raise speech.failure
         except SpeechFault as fault:  # the face hears that the context ended before it began
             fault.request_id = command.answer_id
             self._execute(self.machine.event(Refused(command.context)), None)
             raise
-        speech = StreamedSpeech(
-            self.service, voice, command.output, self.listener, self.machine.route, command.request_id,
-            STREAMED, command.max_delay_s,
-        )
         context = _Context(command.context, command.answer_id, speech, command.in_order, command.sentences)
         self.contexts[context.id] = context
         if context.in_order:
@@ -340,12 +407,13 @@ class ContextConnection(SpeechConnection):
         self._live.add(context)
         context.task.add_done_callback(lambda _: self._live.discard(context))
 
-    def _cancel(self, context_id: str) -> None:
-        context = self.contexts.pop(context_id, None)
+    def _cancel(self, context_id: str, answered: bool) -> None:
+        context = self.contexts.get(context_id) if answered else self.contexts.pop(context_id, None)
         if context is None:
             return
-        context.dropped = True
-        self.dropped()
+        if not answered:
+            context.dropped = True
+            self.dropped()
         if context.speech.cancel():
             self.service.metrics.cancels.labels(route=self.machine.route).inc()
 
@@ -354,25 +422,27 @@ class ContextConnection(SpeechConnection):
     async def _run(self, context: _Context) -> None:
         speech = context.speech
         try:
-            async for item in speech:
-                if isinstance(item, Spoken):
-                    await self._send_sentence(context, item.stream)
-                else:
-                    await self._tell(context, Marked(context.id, item))
+            if speech.failure is not None or not speech.cancelled:  # one cancelled before its turn sends nothing
+                async for item in speech:
+                    if isinstance(item, Spoken):
+                        await self._send_sentence(context, item)
+                    else:
+                        await self._tell(context, Marked(context.id, item))
         except SpeechFault as refused:  # a failure was logged where it happened
             await self._fail(context, refused)
         except (SendTimedOut, PeerGone):  # an in_order context's send: the connection is ending
             raise
         except Exception:  # the context fails, the connection goes on
             log.exception("%s context failed", self.a_kind, extra={"request_id": speech.request_id})
-            await self._fail(context, SpeechFault(ErrorCode.INTERNAL, "Synthesis failed for this context."))
+            await self._fail(context, SpeechFault(ErrorCode.INTERNAL, f"Synthesis failed for this {self.machine.unit}."))
         else:
             if self._forget(context):
-                await self._tell(context, Ended(context.id, completed=True))
+                await self._tell(context, self._ended(context, completed=not speech.cancelled))
         finally:
             self.host.changed()  # the connection may be idle now: the drain looks again
 
-    async def _send_sentence(self, context: _Context, stream: AudioStream) -> None:
+    async def _send_sentence(self, context: _Context, spoken: Spoken) -> None:
+        stream = spoken.stream
         started, sentence_s = time.monotonic(), context.audio_s
         if context.sentences:
             await self._tell(context, Sentence(context.id, ended=False))
@@ -380,13 +450,19 @@ class ContextConnection(SpeechConnection):
             async for chunk in chunks:
                 if context.speech.cancelled:
                     return
-                # the core times a sentence's words from the sentence's start: re-based once, here
-                words = tuple(offset_words(chunk.words, sentence_s)) if chunk.words else ()
+                # the core times a sentence's words from the sentence's start and places them in
+                # the sentence's text: re-based once, here, in the context's audio and text
+                words = place(chunk.words, spoken.start, sentence_s) if chunk.words else ()
+                if context.first_audio_s is None and chunk.data and chunk.seconds:
+                    context.first_audio_s = time.monotonic() - context.opened
+                context.audio_bytes += len(chunk.data)
                 if chunk.data or words:
                     await self._tell(context, Audio(
                         context.id, chunk.data, context.audio_s, chunk.seconds, words, time.monotonic() - started,
                     ))
                 context.audio_s += chunk.seconds
+        if stream.result is not None:  # the request's own count (a codec's piece may carry no bytes)
+            context.audio_s = sentence_s + stream.result.total_duration_s
         if context.sentences and not context.speech.cancelled:
             await self._tell(context, Sentence(context.id, ended=True))
 
@@ -399,7 +475,12 @@ class ContextConnection(SpeechConnection):
             await self.send_fault(fault)
         else:
             self.report(fault)
-        await self._tell(context, Failed(context.id, fault), Ended(context.id, completed=False))
+        await self._tell(context, Failed(context.id, fault), self._ended(context, completed=False))
+
+    @staticmethod
+    def _ended(context: _Context, completed: bool) -> Ended:
+        return Ended(context.id, completed, context.audio_bytes, context.audio_s,
+                     time.monotonic() - context.opened, context.first_audio_s)
 
     def _forget(self, context: _Context) -> bool:
         """Drop a context whose task ends; False if the face cancelled it (it hears nothing more;

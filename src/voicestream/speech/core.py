@@ -116,8 +116,9 @@ class StreamResult:
 class AudioStream:
     """A job's audio as wire bytes (encoded by the worker that rendered each piece).
 
-    Iterating it consumes the job: however the iteration ends, the job ends with it and its
-    queue slot and bytes are freed (`SynthesisJob.audio`)."""
+    Reading its `chunks` consumes the job: however the reading ends, the job ends with it and
+    its queue slot and bytes are freed (`SynthesisJob.audio`); a failure raises `SynthesisFailed`,
+    a cancel just ends it."""
 
     def __init__(self, job: SynthesisJob, metrics: ServerMetrics, route: str) -> None:
         assert job.encoder is not None
@@ -129,13 +130,6 @@ class AudioStream:
 
     def start_frame(self, request_id: str) -> SynthesisStart:
         return SynthesisStart(request_id=request_id, format=self.encoder.format, sample_rate=self.encoder.sample_rate)
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        """The encoded audio; a failure ends it as `SynthesisFailed`, a cancel just ends it."""
-        async with contextlib.aclosing(self.chunks()) as chunks:
-            async for chunk in chunks:
-                if chunk.data:
-                    yield chunk.data
 
     async def chunks(self) -> AsyncIterator[RenderedChunk]:
         """The encoded audio piece by piece, with each piece's words (if asked for)."""

@@ -13,7 +13,7 @@ sentence from staying silent.
 
 Each chunk is sent to the engine as it was written (`Chunk.raw`: markup and line breaks
 intact, the normalizer's to read), and `Spoken.start` says where it lies in the utterance's
-text, so that word offsets (`Spoken.located`) count in the text as the client sent it.
+text, so that word offsets can count in the text as the client sent it.
 
 This is the "stream text into a request" verb the protocol adapters share; it uses only
 the core's public API (``start``, ``stream``, ``max_text_chars``, ``SynthesisJob.cancel``).
@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from voicestream.engine.alignment import TimedWord, offset_chars
 from voicestream.protocol import ErrorCode
 from voicestream.speech.core import AudioStream, Output, RequestRejected, SpeechCore, Voice
 from voicestream.speech.job import Listener, SynthesisJob
@@ -49,16 +48,14 @@ class Spoken:
     start: int = 0
     """Where ``text`` starts in the utterance's text as fed (a `say` text: in itself)."""
 
-    def located(self, words: Sequence[TimedWord]) -> list[TimedWord]:
-        """The chunk's words with their offsets in the utterance's text, not the chunk's."""
-        return offset_chars(words, self.start)
-
 
 @dataclass
 class _Chunk:
     text: str
     start: int = 0
     job: SynthesisJob | None = None
+    whole: bool = False
+    """A `say` text: one request of its own, queued under the utterance's own id."""
 
 
 class StreamedSpeech:
@@ -140,7 +137,7 @@ class StreamedSpeech:
     def say(self, text: str) -> None:
         """Add ``text`` as one chunk of its own, not cut (a whole-text request)."""
         if not self.ended:
-            self._items.append(_Chunk(text))
+            self._items.append(_Chunk(text, whole=True))
             self._top_up()
 
     def flush(self) -> None:
@@ -196,9 +193,9 @@ class StreamedSpeech:
 
     def _start(self, chunk: _Chunk) -> None:
         self._count += 1
+        request_id = self.request_id if chunk.whole else f"{self.request_id}:{self._count}"
         try:
-            chunk.job = self.core.start(chunk.text, self.voice, self.output, self._listener,
-                                        f"{self.request_id}:{self._count}", self.route)
+            chunk.job = self.core.start(chunk.text, self.voice, self.output, self._listener, request_id, self.route)
         except RequestRejected as rejected:
             self._fail(rejected)
 

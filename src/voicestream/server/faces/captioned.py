@@ -16,24 +16,17 @@ cancelled when the client hangs up (`answer_whole`).
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from voicestream.audio import ENGINE_SAMPLE_RATE, StreamEncoder, finalize_wav
+from voicestream.audio import ENGINE_SAMPLE_RATE, StreamEncoder
 from voicestream.engine.alignment import TimedWord
 from voicestream.protocol import SpeechFault, parse_captioned_request
-from voicestream.server.faces.http import (
-    answer_whole,
-    fault_response,
-    read_body,
-    start_stream,
-    stream_response,
-)
-from voicestream.speech.core import AudioStream, Output, SpeechCore, SynthesisFailed, Voice
+from voicestream.server import streaming
+from voicestream.speech.core import AudioStream, Output, SpeechCore, Voice
 
 
 def kokoro_timestamps(words: Sequence[TimedWord]) -> list[dict[str, object]]:
@@ -48,38 +41,30 @@ def _answer(audio: bytes, encoder: StreamEncoder, words: Sequence[TimedWord] | N
     return answer
 
 
-async def _lines(stream: AudioStream, with_words: bool) -> AsyncIterator[bytes]:
-    try:
-        async with contextlib.aclosing(stream.chunks()) as chunks:
-            async for chunk in chunks:
-                if chunk.data:
-                    answer = _answer(chunk.data, stream.encoder, chunk.words if with_words else None)
-                    yield (json.dumps(answer) + "\n").encode()
-    except SynthesisFailed:
-        return  # the lines so far are sent; the log has the cause
+def _lines(stream: AudioStream, with_words: bool) -> AsyncIterator[bytes]:
+    """One object a line, each with one piece's audio (and words); a failure after the
+    headers ends the body short (the log has the cause)."""
+    return streaming.stream_body(stream, lambda chunk, _: [
+        (json.dumps(_answer(chunk.data, stream.encoder, chunk.words if with_words else None)) + "\n").encode()
+    ] if chunk.data else [])
 
 
 async def _whole(stream: AudioStream, with_words: bool) -> Response:
     """``stream: false``: the whole audio and all its words in one object."""
-    audio, words = bytearray(), []
-    async with contextlib.aclosing(stream.chunks()) as chunks:  # raises the request's JobFailed
-        async for chunk in chunks:
-            audio += chunk.data
-            words += chunk.words
-    data = finalize_wav(bytes(audio)) if stream.encoder.format == "wav" else bytes(audio)
+    data, words = await streaming.collect(stream)  # raises the request's JobFailed
     return JSONResponse(_answer(data, stream.encoder, words if with_words else None))
 
 
 async def captioned_speech(request: Request) -> Response:
     service: SpeechCore = request.app.state.service
     try:
-        body = parse_captioned_request(await read_body(request, service.settings.max_body_bytes))
+        body = parse_captioned_request(await streaming.read_body(request, service.settings.max_body_bytes))
         voice = Voice(body.kokoro_voice, body.speed, body.lang)
         output = Output(body.audio_format, ENGINE_SAMPLE_RATE, word_timestamps=body.return_timestamps)
         if not body.stream:
-            return await answer_whole(request, service, lambda stream: _whole(stream, body.return_timestamps),
+            return await streaming.answer_whole(request, service, lambda stream: _whole(stream, body.return_timestamps),
                                       body.input, voice, output, "captioned", "captioned")
-        stream = start_stream(service, body.input, voice, output, "captioned", "captioned")
+        stream = streaming.start_stream(service, body.input, voice, output, "captioned", "captioned")
     except SpeechFault as fault:
-        return fault_response(service, fault)
-    return stream_response(service, stream, _lines(stream, body.return_timestamps), "application/json")
+        return streaming.fault_response(service, fault)
+    return streaming.stream_response(service, stream, _lines(stream, body.return_timestamps), "application/json")

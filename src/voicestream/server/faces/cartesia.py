@@ -31,7 +31,6 @@ to, ``no_more_inputs()``, ``cancel()``, a voice given as a bare id, its default 
 from __future__ import annotations
 
 import base64
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -62,15 +61,10 @@ from voicestream.protocol.cartesia import (
     parse_generation,
 )
 from voicestream.server import contexts as ctx
+from voicestream.server import streaming
 from voicestream.server.contexts import ContextConnection
-from voicestream.server.faces.http import (
-    audio_body,
-    error_response,
-    read_body,
-    start_stream,
-    stream_response,
-)
 from voicestream.speech.core import AudioStream, Output, SpeechCore, SynthesisFailed, Voice
+from voicestream.speech.job import RenderedChunk
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +122,7 @@ class CartesiaMachine:
 
     kind = "Cartesia socket"
     route = ROUTE
+    unit = "context"
 
     def __init__(self) -> None:
         self.contexts: dict[str, _Context] = {}
@@ -224,16 +219,11 @@ def _start(service: SpeechCore, request: CartesiaGeneration, request_id: str) ->
     hands the stream to a response at once, which owns the request from birth."""
     if not request.transcript.strip():
         raise ProtocolError(ErrorCode.TEXT_REQUIRED, "transcript is required and must not be blank")
-    return start_stream(service, request.transcript, _voice(request), _output(request), request_id, ROUTE)
+    return streaming.start_stream(service, request.transcript, _voice(request), _output(request), request_id, ROUTE)
 
 
 async def _read_generation(request: Request, service: SpeechCore, containers: tuple[str, ...]) -> CartesiaGeneration:
-    return parse_generation(load_json_object(await read_body(request, service.settings.max_body_bytes)), containers)
-
-
-def _refused(service: SpeechCore, fault: SpeechFault) -> Response:
-    service.metrics.errors.labels(code=fault.code.value).inc()
-    return error_response(fault.code, fault.message, fault.http_status)
+    return parse_generation(load_json_object(await streaming.read_body(request, service.settings.max_body_bytes)), containers)
 
 
 async def tts_bytes(request: Request) -> Response:
@@ -242,8 +232,8 @@ async def tts_bytes(request: Request) -> Response:
     try:
         stream = _start(service, await _read_generation(request, service, BYTES_CONTAINERS), "tts-bytes")
     except SpeechFault as fault:
-        return _refused(service, fault)
-    return stream_response(service, stream, audio_body(stream), stream.encoder.content_type)
+        return streaming.fault_response(service, fault)
+    return streaming.stream_response(service, stream, streaming.audio_body(stream), stream.encoder.content_type)
 
 
 async def tts_sse(request: Request) -> Response:
@@ -255,28 +245,28 @@ async def tts_sse(request: Request) -> Response:
         body = await _read_generation(request, service, SOCKET_CONTAINERS)
         stream = _start(service, body, body.context_id or "tts-sse")
     except SpeechFault as fault:
-        return _refused(service, fault)
+        return streaming.fault_response(service, fault)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return stream_response(service, stream, _sse_events(stream, body), "text/event-stream", **headers)
+    return streaming.stream_response(service, stream, _sse_events(stream, body), "text/event-stream", **headers)
 
 
 def _event(answer: CartesiaAnswer) -> bytes:
     return f"event: {answer.type}\ndata: {answer.to_json()}\n\n".encode()
 
 
-async def _sse_events(stream: AudioStream, request: CartesiaGeneration) -> AsyncIterator[bytes]:
+def _sse_events(stream: AudioStream, request: CartesiaGeneration) -> AsyncIterator[bytes]:
     context_id, started = request.context_id, time.monotonic()
-    try:
-        async with contextlib.aclosing(stream.chunks()) as chunks:
-            async for chunk in chunks:
-                if chunk.words and request.add_timestamps:
-                    yield _event(_timestamps(context_id, chunk.words))
-                if chunk.data:
-                    yield _event(_chunk(context_id, chunk.data, time.monotonic() - started))
-        if stream.result is not None:
-            yield _event(CartesiaDone(context_id=context_id))
-    except SynthesisFailed as failure:
-        yield _event(CartesiaStreamError(
+
+    def piece(chunk: RenderedChunk, _start_s: float) -> list[bytes]:
+        events = [_event(_timestamps(context_id, chunk.words))] if chunk.words and request.add_timestamps else []
+        if chunk.data:
+            events.append(_event(_chunk(context_id, chunk.data, time.monotonic() - started)))
+        return events
+
+    def failed(failure: SynthesisFailed) -> bytes:
+        return _event(CartesiaStreamError(
             context_id=context_id, status_code=failure.http_status, title="Synthesis failed",
             message=failure.message, error_code=failure.code.value, request_id=stream.job.request_id,
         ))
+
+    return streaming.stream_body(stream, piece, lambda _: _event(CartesiaDone(context_id=context_id)), failed)

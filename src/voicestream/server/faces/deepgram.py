@@ -41,7 +41,7 @@ from voicestream.protocol.deepgram import (
 )
 from voicestream.server import contexts as ctx
 from voicestream.server.contexts import ContextConnection
-from voicestream.server.faces.http import audio_body, read_body, start_stream, stream_response
+from voicestream.server.streaming import audio_body, read_body, start_stream, stream_response
 from voicestream.speech.core import Output, SpeechCore, Voice
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ class DeepgramMachine:
 
     kind = "Deepgram socket"
     route = ROUTE
+    unit = "context"
 
     def __init__(self, options: SpeakOptions, request_id: str) -> None:
         self.options = options

@@ -130,6 +130,7 @@ class ElevenLabsMachine:
 
     kind = "ElevenLabs socket"
     route = ROUTE
+    unit = "context"
 
     def __init__(self, options: SocketOptions) -> None:
         self.options = options

@@ -22,15 +22,11 @@ server's ``{"error": {code, message}}`` with the code's status.
 from __future__ import annotations
 
 import base64
-import contextlib
-from collections.abc import AsyncIterator
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from voicestream.audio import finalize_wav
-from voicestream.engine.alignment import TimedWord
-from voicestream.protocol import ErrorCode, SpeechFault, load_json_object
+from voicestream.protocol import SpeechFault, load_json_object
 from voicestream.protocol.elevenlabs import (
     DEFAULT_OUTPUT_FORMAT,
     HttpAlignment,
@@ -40,16 +36,10 @@ from voicestream.protocol.elevenlabs import (
     parse_speech_request,
     spoken_language,
 )
+from voicestream.server import streaming
 from voicestream.server.faces.elevenlabs import ROUTE, output_of
-from voicestream.server.faces.http import (
-    answer_whole,
-    audio_body,
-    fault_response,
-    read_body,
-    start_stream,
-    stream_response,
-)
-from voicestream.speech.core import AudioStream, Output, SpeechCore, SynthesisFailed, Voice
+from voicestream.speech.core import AudioStream, Output, SpeechCore, Voice
+from voicestream.speech.job import RenderedChunk
 
 NDJSON = "application/x-ndjson"
 
@@ -58,7 +48,7 @@ async def _read(request: Request, service: SpeechCore, timed: bool) -> tuple[str
     """The request's text, voice and audio (a refusal raises its `SpeechFault`)."""
     voice = request.path_params["voice_id"]
     output = output_of(parse_output_format(request.query_params.get("output_format", DEFAULT_OUTPUT_FORMAT)), timed)
-    body = parse_speech_request(load_json_object(await read_body(request, service.settings.max_body_bytes)))
+    body = parse_speech_request(load_json_object(await streaming.read_body(request, service.settings.max_body_bytes)))
     return body.text, Voice(voice, body.voice_settings.speed, spoken_language(body.language_code, voice)), output
 
 
@@ -67,57 +57,38 @@ async def _answer(request: Request, timed: bool, whole: bool) -> Response:
     try:
         text, voice, output = await _read(request, service, timed)
         if whole:
-            return await answer_whole(request, service, _whole_timed if timed else _whole_audio, text, voice, output,
+            return await streaming.answer_whole(request, service, _whole_timed if timed else _whole_audio, text, voice, output,
                                       ROUTE, ROUTE)
-        stream = start_stream(service, text, voice, output, ROUTE, ROUTE)
+        stream = streaming.start_stream(service, text, voice, output, ROUTE, ROUTE)
     except SpeechFault as fault:
-        return fault_response(service, fault)
+        return streaming.fault_response(service, fault)
     if timed:
-        return stream_response(service, stream, _timed_lines(stream), NDJSON)
-    return stream_response(service, stream, audio_body(stream), stream.encoder.content_type)
-
-
-async def _collect(stream: AudioStream) -> tuple[bytes, list[TimedWord]]:
-    """All the audio and all the words of a request (a failure raises its `SynthesisFailed`)."""
-    data = bytearray()
-    words: list[TimedWord] = []
-    async with contextlib.aclosing(stream.chunks()) as chunks:
-        async for chunk in chunks:
-            data += chunk.data
-            words += chunk.words
-    if stream.result is None:
-        raise SynthesisFailed(ErrorCode.INTERNAL, "Synthesis failed for this request.")
-    return (finalize_wav(bytes(data)) if stream.encoder.format == "wav" else bytes(data)), words
+        return streaming.stream_response(service, stream, streaming.stream_body(stream, _timed_line), NDJSON)
+    return streaming.stream_response(service, stream, streaming.audio_body(stream), stream.encoder.content_type)
 
 
 async def _whole_audio(stream: AudioStream) -> Response:
-    data, _ = await _collect(stream)
+    data, _ = await streaming.collect(stream)
     return Response(data, media_type=stream.encoder.content_type)
 
 
 async def _whole_timed(stream: AudioStream) -> Response:
-    data, words = await _collect(stream)
+    data, words = await streaming.collect(stream)
     alignment = HttpAlignment.of(char_alignment(words, 0.0, stream.job.audio_seconds))
     answer = TimedAudio(audio_base64=base64.b64encode(data).decode("ascii"), alignment=alignment,
                         normalized_alignment=alignment)
     return Response(answer.to_json(), media_type="application/json")
 
 
-async def _timed_lines(stream: AudioStream) -> AsyncIterator[bytes]:
-    """One JSON line per chunk of audio; a failure after the headers ends the body short (logged)."""
-    start_s = 0.0
-    try:
-        async with contextlib.aclosing(stream.chunks()) as chunks:
-            async for chunk in chunks:
-                if chunk.data:
-                    times = char_alignment(chunk.words, start_s, start_s + chunk.seconds)
-                    alignment = HttpAlignment.of(times, start_s) if times.chars else None
-                    line = TimedAudio(audio_base64=base64.b64encode(chunk.data).decode("ascii"),
-                                      alignment=alignment, normalized_alignment=alignment)
-                    yield line.to_json().encode() + b"\n"
-                start_s += chunk.seconds
-    except SynthesisFailed:
-        return
+def _timed_line(chunk: RenderedChunk, start_s: float) -> list[bytes]:
+    """One JSON line per chunk of audio, its characters timed from the start of the request's audio."""
+    if not chunk.data:
+        return []
+    times = char_alignment(chunk.words, start_s, start_s + chunk.seconds)
+    alignment = HttpAlignment.of(times, start_s) if times.chars else None
+    line = TimedAudio(audio_base64=base64.b64encode(chunk.data).decode("ascii"), alignment=alignment,
+                      normalized_alignment=alignment)
+    return [line.to_json().encode() + b"\n"]
 
 
 async def speech(request: Request) -> Response:

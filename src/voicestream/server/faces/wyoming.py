@@ -215,6 +215,7 @@ class WyomingMachine:
 
     kind = "Wyoming connection"
     route = ROUTE
+    unit = "context"
 
     def __init__(self, voices: Sequence[VoiceInfo]) -> None:
         self.voices = tuple(voices)
@@ -311,7 +312,7 @@ class WyomingMachine:
             case ctx.Ended(context):
                 self.utterances.discard(context)
                 return []
-            case ctx.Failed():
+            case ctx.Failed() | ctx.Turn():
                 return []
 
 

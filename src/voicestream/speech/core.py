@@ -20,6 +20,7 @@ from voicestream.edge.connection import Connection, EdgeLimits
 from voicestream.engine import (
     EmptyTextError,
     InvalidInputError,
+    InvalidMarkupError,
     InvalidSpeedError,
     InvalidVoiceBlendError,
     KokoroEngine,
@@ -65,6 +66,7 @@ ENGINE_REFUSALS: Mapping[type[InvalidInputError], ErrorCode] = {
     InvalidSpeedError: ErrorCode.INVALID_SPEED,
     UnsupportedLanguageError: ErrorCode.UNSUPPORTED_LANGUAGE,
     InvalidVoiceBlendError: ErrorCode.INVALID_VOICE_BLEND,
+    InvalidMarkupError: ErrorCode.INVALID_MARKUP,
 }
 """The protocol's code for each refusal of the engine's checks (the engine knows no wire)."""
 

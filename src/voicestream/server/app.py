@@ -41,7 +41,7 @@ from voicestream.server.faces.session import serve_session
 from voicestream.server.faces.wyoming import serve_wyoming
 from voicestream.speech.core import SpeechCore
 from voicestream.speech.metrics import CONTENT_TYPE, ServerMetrics
-from voicestream.speech.settings import ServerSettings
+from voicestream.speech.settings import ServerSettings, read_lexicons
 from voicestream.web import PLAYGROUND_PAGE, page_routes
 
 log = logging.getLogger(__name__)
@@ -148,6 +148,7 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
                 KokoroEngine.load, settings.model_dir, settings.device, settings.variant, pauses=settings.pauses,
                 first_window_s=settings.first_window_s,
                 idle_release=IdleRelease(settings.release_after_s, settings.renew_above),
+                lexicon=read_lexicons(settings.lexicons),
             )
         except Exception as error:
             state.failure = str(error)

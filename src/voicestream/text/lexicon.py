@@ -14,7 +14,8 @@ A word matches where it stands as a whole word (in Japanese and Chinese, anywher
 longest listed word first. It matches in any case ("Kokoro", "kokoro", "KOKORO"), unless its
 grapheme has a capital letter after its first character ("US", "iPhone", "NaCl"): then only
 as written. Applied to the text as written, before the normalizer and the G2P, for every
-language: a listed word's phonemes are the model's input, every time.
+language: a listed word's phonemes are the model's input, every time. Where two entries list the same word,
+the later wins (a later file of `serve --lexicon`, a later line).
 """
 
 from __future__ import annotations
@@ -154,8 +155,7 @@ class Lexicon:
         if language not in self._patterns:
             exact: dict[str, Entry] = {}
             folded: dict[str, Entry] = {}
-            # every-language entries first, so that the language's own win
-            for entry in sorted((e for e in self.entries if e.language in (None, language)), key=lambda e: e.language is not None):
+            for entry in (e for e in self.entries if e.language in (None, language)):  # a later entry wins
                 if entry.case_sensitive:
                     exact[entry.grapheme] = entry
                 else:

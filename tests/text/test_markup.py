@@ -182,3 +182,26 @@ def test_an_unclosed_tag_too_long_is_refused() -> None:
 
 def test_boundaries_do_not_hide_pauses() -> None:
     assert isinstance(_parse("<speak><s>a</s></speak>").items[0], Boundary)
+
+
+STREAMED_TEXTS = [
+    'Please hold<break time="700ms"/> while I check. Thanks for waiting. Bye now.',
+    'Say <sub alias="the doctor">Hello. World</sub> twice. Then stop.',
+    "Call [Kokoro](/kˈOkəɹO/) today. It is new. Really.",
+    '<speak>One sentence. <break time="1s"/> Two sentences.</speak>',
+]
+
+
+@pytest.mark.parametrize("text", STREAMED_TEXTS)
+@pytest.mark.parametrize("step", [1, 3, 7])
+def test_streamed_text_is_never_cut_inside_markup(text: str, step: int) -> None:
+    from voicestream.text import IncrementalSentenceChunker
+
+    chunker = IncrementalSentenceChunker()
+    chunks = [chunk for start in range(0, len(text), step) for chunk in chunker.feed_chunks(text[start : start + step])]
+    chunks += chunker.flush_chunks()
+    assert "".join(chunk.raw for chunk in chunks).replace(" ", "") == text.replace(" ", "")
+    for chunk in chunks:
+        assert unfinished_markup(chunk.raw) is None
+        parse(chunk.raw, "en-us", VOCAB)  # each chunk reads without error
+    assert len(chunks) >= (1 if text.startswith("<speak>") else 2)

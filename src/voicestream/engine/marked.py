@@ -3,7 +3,10 @@
 Text spans are normalized, cut into sentences and phonemized as plain text is; a word with
 fixed phonemes joins its sentence with those phonemes as they are; a pause ends the piece
 before it and opens the next with that much silence (the model's audio is cut at its first
-and last sound, so the silence between the two sounds is the pause); a sentence or paragraph
+and last sound, so the silence between the two sounds is the pause). At a request's end or
+start a break counts the pause between requests in (`Pauses.after` and the next request's
+leading silence), so that a streamed text cut into requests beside a break has the same
+silence there as the whole text would have; a sentence or paragraph
 end is the engine's own sentence pause (twice it for a paragraph). A span read in another
 voice, speed or language is a piece of its own that carries that voice and speed
 (`Piece.voice`, `Piece.speed`). Word times keep the writer's words: each word, fixed or not,
@@ -175,11 +178,16 @@ class MarkedPlanner:
                 last = s_index == len(sentences) - 1 and b_index == len(batches) - 1
                 before = pauses.before(first, ends_sentence_before=b_index == 0)
                 if b_index == 0 and sentence.pause_before_s is not None:
-                    pause = sentence.pause_before_s  # the previous piece keeps TAIL_S after its sound
-                    before = pauses.leading_s + pause if first else pause - TAIL_S
+                    pause = sentence.pause_before_s
+                    # a request's first: the previous request ended with the sentence pause
+                    # (`Pauses.after`), which the break includes; else the previous piece keeps
+                    # TAIL_S after its sound
+                    before = pauses.leading_s + max(0.0, pause - pauses.sentence_s) if first else pause - TAIL_S
                 elif b_index == 0 and sentence.paragraph_before and not first:
                     before += pauses.sentence_s
-                after = pauses.after(last) + (trailing if last else 0.0)
+                after = pauses.after(last)
+                if last and trailing:  # the next request's leading silence completes the break
+                    after = max(after, trailing - pauses.leading_s)
                 yield Piece(
                     text=" ".join(sentence.texts),
                     phonemes=batch,

@@ -232,6 +232,15 @@ def unfinished_markup(text: str) -> int | None:
     return min(starts) if starts else None
 
 
+def ends_inside_markup(text: str) -> bool:
+    """Whether ``text`` ends inside markup still coming (`unfinished_markup`); markup open for
+    longer than its bound counts as plain text here (the server's stream refuses it)."""
+    try:
+        return unfinished_markup(text) is not None
+    except MarkupError:
+        return False
+
+
 # --- building the items ------------------------------------------------------------------
 
 

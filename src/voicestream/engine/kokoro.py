@@ -491,6 +491,15 @@ class KokoroEngine:
                     windowed=cut_first_clause and first and self.can_window,
                 )
 
+    def phonemes(self, text: str, language: str = DEFAULT_LANGUAGE, lexicon: Lexicon | None = None) -> str:
+        """The phonemes the model receives for ``text`` (its markup and the lexicons applied),
+        its pieces' joined by spaces: what ``/dev/phonemize`` answers."""
+        return " ".join(p.phonemes for p in self.plan(text, language, cut_first_clause=False, lexicon=lexicon) if p.phonemes)
+
+    def tokens(self, phonemes: str) -> list[int]:
+        """Kokoro's token ids of ``phonemes``, with the padding token at each end, as the model takes them."""
+        return [0, *self._phonemizer.tokenize(phonemes), 0]
+
     def model_inputs(self, piece: Piece, voice: str, speed: float) -> dict[str, np.ndarray] | None:
         """The model's input feed for one piece (None when it has no speakable token): what
         `render_parts` runs, for code that runs the graph itself (the benches, `similarity`).

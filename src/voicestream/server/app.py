@@ -25,6 +25,7 @@ from voicestream.edge.drain import Drain, DrainWatch
 from voicestream.engine import KokoroEngine
 from voicestream.engine.memory import IdleRelease
 from voicestream.protocol import ErrorCode, ErrorFrame
+from voicestream.server.faces import dictionaries as dictionary_routes
 from voicestream.server.faces.captioned import captioned_speech
 from voicestream.server.faces.cartesia import tts_bytes, tts_sse, tts_websocket
 from voicestream.server.faces.deepgram import speak, speak_websocket
@@ -48,9 +49,17 @@ log = logging.getLogger(__name__)
 
 
 def _elevenlabs_routes() -> list[Route | WebSocketRoute]:
-    """ElevenLabs' speech API (``voicestream.server.faces.elevenlabs``)."""
+    """ElevenLabs' speech API (``voicestream.server.faces.elevenlabs``) and its pronunciation
+    dictionaries (``voicestream.server.faces.dictionaries``)."""
     base = "/v1/text-to-speech/{voice_id}"
+    dictionaries = "/v1/pronunciation-dictionaries"
     return [
+        Route(f"{dictionaries}/add-from-file", _needs_service(dictionary_routes.elevenlabs_add_from_file), methods=["POST"]),
+        Route(f"{dictionaries}/add-from-rules", _needs_service(dictionary_routes.elevenlabs_add_from_rules), methods=["POST"]),
+        Route(f"{dictionaries}/", _needs_service(dictionary_routes.elevenlabs_list), methods=["GET"]),
+        Route(dictionaries, _needs_service(dictionary_routes.elevenlabs_list), methods=["GET"]),
+        Route(f"{dictionaries}/{{dictionary_id}}/", _needs_service(dictionary_routes.elevenlabs_get), methods=["GET"]),
+        Route(f"{dictionaries}/{{dictionary_id}}", _needs_service(dictionary_routes.elevenlabs_get), methods=["GET"]),
         Route(base, _needs_service(speech), methods=["POST"]),
         Route(f"{base}/stream", _needs_service(speech_stream), methods=["POST"]),
         Route(f"{base}/with-timestamps", _needs_service(speech_with_timestamps), methods=["POST"]),
@@ -183,6 +192,14 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
             Route("/v1/audio/voices", _needs_service(list_openai_voices), methods=["GET"]),
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/tts/bytes", _needs_service(tts_bytes), methods=["POST"]),
+            Route("/pronunciation-dicts/", _needs_service(dictionary_routes.cartesia_create), methods=["POST"]),
+            Route("/pronunciation-dicts/", _needs_service(dictionary_routes.cartesia_list), methods=["GET"]),
+            Route("/pronunciation-dicts/{dictionary_id}", _needs_service(dictionary_routes.cartesia_get), methods=["GET"]),
+            Route("/pronunciation-dicts/{dictionary_id}", _needs_service(dictionary_routes.cartesia_delete),
+                  methods=["DELETE"]),
+            Route("/dev/phonemize", _needs_service(dictionary_routes.phonemize), methods=["POST"]),
+            Route("/dev/generate_from_phonemes", _needs_service(dictionary_routes.generate_from_phonemes),
+                  methods=["POST"]),
             Route("/tts/sse", _needs_service(tts_sse), methods=["POST"]),
             Route("/v1/speak", _needs_service(speak), methods=["POST"]),
             WebSocketRoute("/v1/speak", speak_websocket),

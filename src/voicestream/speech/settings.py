@@ -76,6 +76,9 @@ class ServerSettings:
     lexicons: tuple[Path, ...] = ()
     """Pronunciation lexicons (``--lexicon``, PLS or ``word<TAB>IPA``) applied to every text
     before its G2P. Like the pauses, they reach the engine this server loads."""
+    dictionaries_dir: Path | None = None
+    """Where uploaded pronunciation dictionaries are kept (`voicestream.speech.dictionaries`);
+    None: ``pronunciation-dictionaries`` in the voicestream cache (``VOICESTREAM_CACHE``)."""
     first_window_s: float = FIRST_WINDOW_S
     """The first vocoder window of a piece whose listener would otherwise wait for it (a silent
     listener's first piece, or one due after its listener's audio runs out; ``--first-window-ms``,

@@ -205,8 +205,9 @@ class IncrementalSentenceChunker:
 
     @property
     def pending_text(self) -> str:
-        """The text fed and not yet released as chunks."""
-        return "".join(self._group) + self._pending
+        """The text fed since the last cut (a chunk grouping sentences already cut holds them
+        apart): where markup still open lies, since no cut is made inside markup."""
+        return self._pending
 
     def flush(self) -> list[str]:
         """Return the chunks of the rest of the text (none if nothing speakable is left);

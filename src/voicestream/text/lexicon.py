@@ -53,9 +53,14 @@ class Entry:
     ipa: str | None = None
     alias: str | None = None
     language: str | None = None
+    exact_case: bool | None = None
+    """Whether only the grapheme's own case matches; None: the rule of the module docstring
+    (a rule that says, as ElevenLabs' and Cartesia's do, wins)."""
 
     @property
     def case_sensitive(self) -> bool:
+        if self.exact_case is not None:
+            return self.exact_case
         return any(char.isupper() for char in self.grapheme[1:])
 
 

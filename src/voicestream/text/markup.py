@@ -58,6 +58,7 @@ KNOWN_ELEMENTS = frozenset({
 """Elements whose meaning is followed; any other element's text is read, and logged once."""
 
 _DOCUMENT = re.compile(r"\s*<(?:speak[\s>/]|\?xml|!DOCTYPE)", re.IGNORECASE)
+_DOCUMENT_END = re.compile(r"</speak\s*>$", re.IGNORECASE)
 _BARE_TAG = re.compile(r"<(/?)(break|phoneme|sub|say-as)(?=[\s/>])([^<>]*)>", re.IGNORECASE)
 _UNCLOSED_BARE_TAG = re.compile(r"<(break|phoneme|sub|say-as)(?=[\s/>]|$)[^<>]*$", re.IGNORECASE)
 _ATTRIBUTE = re.compile(r"""([\w:.-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
@@ -204,12 +205,16 @@ def ends_sentence(text: str) -> bool:
 def unfinished_markup(text: str) -> int | None:
     """Where the markup that ``text`` leaves unfinished starts (streamed text may end inside a
     tag): an SSML document not yet closed, a tag without its ``>``, a bare element without its
-    closing tag, an inline ``[word](/…`` without its ``/)``; None when there is none.
+    closing tag, an inline ``[word](/…`` without its ``/)``; None when there is none. Only the
+    text's start (a document) and its last ``2 * MAX_TAG_CHARS`` characters are read, so that
+    a stream asking this after each message pays for its tail, not its length (a bare element
+    opened before them is left to `parse`, which refuses it unclosed).
 
     Raises `MarkupError` for a tag or bare element longer than `MAX_TAG_CHARS`. An unclosed
     bracket longer than `MAX_INLINE_CHARS` is plain text."""
     if is_document(text):
-        return None if re.search(r"</speak\s*>\s*$", text, re.IGNORECASE) else len(text) - len(text.lstrip())
+        closed = _DOCUMENT_END.search(text[-64:].rstrip()) is not None
+        return None if closed else len(text) - len(text.lstrip())
     starts = []
     tag = text.rfind("<")
     if tag >= 0 and ">" not in text[tag:] and re.match(r"<[A-Za-z/!?]", text[tag:] + "a"):
@@ -217,7 +222,8 @@ def unfinished_markup(text: str) -> int | None:
             raise MarkupError(f"a tag longer than {MAX_TAG_CHARS} characters is not closed", text, tag)
         starts.append(tag)
     opened = None
-    for match in _BARE_TAG.finditer(text):
+    window = max(0, len(text) - 2 * MAX_TAG_CHARS)  # one opened before it would be too long already
+    for match in _BARE_TAG.finditer(text, window):
         if match[2].lower() != "break" and not match[3].rstrip().endswith("/"):
             opened = None if match[1] else match.start()
     if opened is not None:

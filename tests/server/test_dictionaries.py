@@ -147,3 +147,31 @@ def test_dictionaries_persist_and_are_bounded(tmp_path: Path) -> None:
         store.add_entries("third", [Entry("c", None, "see")], 10)
     with pytest.raises(DictionaryError, match="No pronunciation dictionary"):
         store.get("missing")
+
+
+def test_serve_lexicon_reaches_the_model_on_every_route(engine, tmp_path: Path) -> None:
+    """`voicestream serve --lexicon` (PLS and word<TAB>IPA): /dev/phonemize shows the lexicon's
+    phonemes for its words, in English and in Spanish, and the OpenAI route's audio changes."""
+    from tests.server.wire import serve_process
+
+    pls, tsv = tmp_path / "drugs.pls", tmp_path / "names.tsv"
+    pls.write_text(PLS, encoding="utf-8")
+    tsv.write_text("# language: es\nKokoro\tkokˈoɾo\n", encoding="utf-8")
+    with serve_process(engine.files.model_path.parent, "--lexicon", str(pls), "--lexicon", str(tsv)) as (_, url):
+        english = _phonemize(url, "Take Xarelto, XARELTO daily.")
+        spanish = _phonemize(url, "Hola Kokoro.", "e")
+        untouched = _phonemize(url, "Kokoro.")  # the Spanish entry is Spanish only
+    assert english["phonemes"].count("zəɹˈɛltoʊ") == 2
+    assert "kokˈoɾo" in spanish["phonemes"]
+    assert "kokˈoɾo" not in untouched["phonemes"]
+    assert untouched["phonemes"] == Phonemizer().phonemize("Kokoro.")
+
+
+def test_an_upload_must_come_from_a_non_browser(server: str) -> None:
+    refused = httpx.post(f"{server}/v1/pronunciation-dictionaries/add-from-file", timeout=60,
+                         headers={"Origin": "https://evil.test"}, data={"name": "x"},
+                         files={"file": ("x.pls", PLS.encode(), "application/pls+xml")})
+    assert refused.status_code == 415
+    elsewhere = httpx.post(f"{server}/v1/pronunciation-dictionaries/add-from-rules", timeout=60,
+                           data={"name": "x"}, files={"file": ("x.pls", PLS.encode(), "application/pls+xml")})
+    assert elsewhere.status_code == 415

@@ -58,6 +58,7 @@ KNOWN_ELEMENTS = frozenset({
 """Elements whose meaning is followed; any other element's text is read, and logged once."""
 
 _DOCUMENT = re.compile(r"\s*<(?:speak[\s>/]|\?xml|!DOCTYPE)", re.IGNORECASE)
+_TAG_START = re.compile(r"<[A-Za-z/!?]")
 _DOCUMENT_END = re.compile(r"</speak\s*>$", re.IGNORECASE)
 _BARE_TAG = re.compile(r"<(/?)(break|phoneme|sub|say-as)(?=[\s/>])([^<>]*)>", re.IGNORECASE)
 _UNCLOSED_BARE_TAG = re.compile(r"<(break|phoneme|sub|say-as)(?=[\s/>]|$)[^<>]*$", re.IGNORECASE)
@@ -217,7 +218,7 @@ def unfinished_markup(text: str) -> int | None:
         return None if closed else len(text) - len(text.lstrip())
     starts = []
     tag = text.rfind("<")
-    if tag >= 0 and ">" not in text[tag:] and re.match(r"<[A-Za-z/!?]", text[tag:] + "a"):
+    if tag >= 0 and text.find(">", tag) < 0 and (tag == len(text) - 1 or _TAG_START.match(text, tag)):
         if len(text) - tag > MAX_TAG_CHARS:
             raise MarkupError(f"a tag longer than {MAX_TAG_CHARS} characters is not closed", text, tag)
         starts.append(tag)

@@ -32,7 +32,9 @@ before the app sees a request (one pure ASGI middleware, `AccessMiddleware`):
    which only ``--cors-origin`` origins pass. Others get 415 ``unsupported_media_type``.
    A body with no Content-Type at all and no Origin is accepted: that is a non-browser
    client (a SageMaker ``InvokeEndpoint`` without ``ContentType``, the original sample's
-   callers), since a browser sends ``Origin`` with every cross-site POST.
+   callers), since a browser sends ``Origin`` with every cross-site POST; so is a
+   ``multipart/form-data`` upload without an Origin to the routes of `UPLOAD_PATHS` (a
+   pronunciation dictionary's file, as ElevenLabs' clients send it).
 
 CORS (``--cors-origin``) wraps the policy from outside, so that a preflight, which carries
 no key, is answered.
@@ -149,6 +151,15 @@ def _same_address(name: str, address: str) -> bool:
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
+UPLOAD_PATHS = frozenset({"/v1/pronunciation-dictionaries/add-from-file"})
+"""Routes that take a file as ``multipart/form-data`` from a non-browser client."""
+
+
+def _is_upload(path: str, content_type: str | None, origin: str | None) -> bool:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return origin is None and media == "multipart/form-data" and path in UPLOAD_PATHS
+
+
 def _is_json(content_type: str | None) -> bool:
     media = (content_type or "").split(";", 1)[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
@@ -200,7 +211,7 @@ class AccessMiddleware:
         if scope["type"] == "http" and scope["method"] in BODY_METHODS:
             content_type = _header(scope, b"content-type")
             untyped_non_browser = content_type is None and origin is None
-            if not (_is_json(content_type) or untyped_non_browser):
+            if not (_is_json(content_type) or untyped_non_browser or _is_upload(scope["path"], content_type, origin)):
                 message = f"The body must be JSON, sent as Content-Type: application/json (not {content_type or 'none'})."
                 return ErrorCode.UNSUPPORTED_MEDIA_TYPE, message, 415
         return None

@@ -333,6 +333,14 @@ def serve(
         int | None,
         typer.Option("--wyoming-port", help="Also serve the Wyoming protocol (Home Assistant) on this port, e.g. 10200."),
     ] = None,
+    lexicon: Annotated[
+        list[Path] | None,
+        typer.Option("--lexicon", envvar="VOICESTREAM_LEXICON", exists=True, dir_okay=False, metavar="FILE",
+                     help="A pronunciation lexicon applied to every text before its G2P, in every language: "
+                     "W3C PLS 1.0 (<lexeme> with <grapheme> and an IPA <phoneme> or an <alias>; its xml:lang "
+                     "is its language) or a plain file of word<TAB>IPA lines (a '# language: es' line limits "
+                     "the lines after it to that language). Repeatable; later files win (docs/PRONUNCIATION.md)."),
+    ] = None,
     sequential: Annotated[
         bool,
         typer.Option("--sequential", help="Answer a session's messages strictly one after another (the reference "
@@ -343,12 +351,20 @@ def serve(
     from dataclasses import replace
 
     from voicestream.access import parse_names
+    from voicestream.engine.phonemes import load_vocab
     from voicestream.engine.silence import DEFAULT_PAUSES
     from voicestream.logs import configure_logging
     from voicestream.server import ServerSettings
     from voicestream.server import serve as run_server
+    from voicestream.speech.settings import read_lexicons
+    from voicestream.text.lexicon import LexiconError
 
     configure_logging(log_level, json=log_json)
+    lexicons = tuple(lexicon or ())
+    try:
+        read_lexicons(lexicons).check(load_vocab())
+    except LexiconError as error:
+        raise typer.BadParameter(error.message, param_hint="--lexicon") from None
     settings = ServerSettings(
         host=host, port=port, device=device, model_dir=model_dir, variant=variant, max_sessions=max_sessions,
         max_queue=max_queue, max_session_requests=max_session_requests, max_body_bytes=max_body_bytes,
@@ -364,5 +380,6 @@ def serve(
         ),
         first_window_s=first_window_ms / 1000,
         wyoming_port=wyoming_port,
+        lexicons=lexicons,
     )
     run_server(settings, log_level=log_level)

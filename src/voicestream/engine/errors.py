@@ -44,6 +44,11 @@ class InvalidVoiceBlendError(InvalidInputError):
     """A voice spec that breaks the blend syntax, its weights or its one language."""
 
 
+class InvalidMarkupError(InvalidInputError):
+    """SSML, an inline phoneme or a lexicon entry that cannot be read (malformed, a DTD or
+    an entity, an unknown phoneme, a break too long): the message says what and where."""
+
+
 class WeightsNotFoundError(EngineError):
     """No source could provide verified weights."""
 

@@ -37,7 +37,6 @@ from voicestream.catalog import (
 from voicestream.cpus import available_cpus
 from voicestream.engine import memory
 from voicestream.engine.alignment import (
-    PieceWords,
     TimedWord,
     shift_words,
     time_words,
@@ -45,6 +44,7 @@ from voicestream.engine.alignment import (
 from voicestream.engine.errors import (
     DeviceUnavailableError,
     EmptyTextError,
+    InvalidMarkupError,
     InvalidSpeedError,
     InvalidVoiceBlendError,
     TextTooLongError,
@@ -52,12 +52,14 @@ from voicestream.engine.errors import (
     UnsupportedLanguageError,
 )
 from voicestream.engine.graph import ModelGraph, SplitGraph, load_graph
+from voicestream.engine.marked import MarkedPlanner
 from voicestream.engine.phonemes import (
     Phonemizer,
     split_before_break_word,
     split_first_clause,
     split_phonemes,
 )
+from voicestream.engine.piece import Piece
 from voicestream.engine.silence import DEFAULT_PAUSES, Pauses, SpeechFit, fit_to_speech
 from voicestream.engine.vocoder import (
     FEATURE_SAMPLES,
@@ -72,7 +74,11 @@ from voicestream.engine.voices import VoiceBank
 from voicestream.engine.weights import ModelFiles, Progress, resolve_weights, variant_for
 from voicestream.engine.words import SentenceWordPlan, WordPlanner
 from voicestream.text import IncrementalSentenceChunker
+from voicestream.text.lexicon import Lexicon, LexiconError
+from voicestream.text.markup import Markup, MarkupError, Pause, Pronounced, Said, Voicing
+from voicestream.text.markup import parse as parse_markup
 from voicestream.text.normalize import normalize_traced
+from voicestream.text.spans import TracedText
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -82,30 +88,6 @@ log = logging.getLogger(__name__)
 SAMPLE_RATE = 24_000
 DEFAULT_MAX_TEXT_CHARS = 20_000
 DEVICES = ("cpu", "cuda")
-
-
-@dataclass(frozen=True)
-class Piece:
-    """One unit of synthesis: at most 510 phonemes, rendered by a single model run (or, when
-    `windowed`, one run of the model's front and its vocoder in windows).
-
-    ``first`` and ``last`` say where the piece sits in its request; the model's padding is
-    cut to ``silence_before_s`` before its first sound and ``silence_after_s`` after its
-    last (`voicestream.engine.silence`).
-    """
-
-    text: str
-    phonemes: str
-    first: bool
-    last: bool
-    silence_before_s: float = 0.0
-    silence_after_s: float = 0.0
-    ends_sentence: bool = True
-    words: PieceWords | None = None
-    windowed: bool = False
-    """Vocode it window by window (`voicestream.engine.vocoder`): a request's first piece
-    for a listener who hears nothing yet (the plan), or one its listener would run dry
-    waiting for (the server's scheduler), whose first audio should not wait for its length."""
 
 
 @dataclass(frozen=True)
@@ -210,6 +192,7 @@ class KokoroEngine:
         pauses: Pauses = DEFAULT_PAUSES,
         first_window_s: float = FIRST_WINDOW_S,
         idle_release: memory.IdleRelease | None = None,
+        lexicon: Lexicon | None = None,
     ) -> None:
         providers = _providers(device)
         self.files = files
@@ -245,6 +228,9 @@ class KokoroEngine:
             for threads in self._sessions:
                 self.split_model(threads)
         self._phonemizer = Phonemizer()
+        self.lexicon = lexicon if lexicon is not None else Lexicon()
+        """The server's lexicons (``serve --lexicon``): applied to every text before its G2P."""
+        self.lexicon.check(self._phonemizer.vocab)
         self._silent_tokens = frozenset(
             {0} | {i for c, i in self._phonemizer.vocab.items() if unicodedata.category(c)[0] in "PZ"}
         )
@@ -333,11 +319,12 @@ class KokoroEngine:
         pauses: Pauses = DEFAULT_PAUSES,
         first_window_s: float = FIRST_WINDOW_S,
         idle_release: memory.IdleRelease | None = None,
+        lexicon: Lexicon | None = None,
     ) -> KokoroEngine:
         """Resolve the weights, build the session and (by default) warm it up once."""
         engine = cls(
             resolve_weights(model_dir, variant_for(device, variant), progress), device=device, pauses=pauses,
-            first_window_s=first_window_s, idle_release=idle_release,
+            first_window_s=first_window_s, idle_release=idle_release, lexicon=lexicon,
         )
         if warm_up:
             engine._warm_up()
@@ -382,8 +369,11 @@ class KokoroEngine:
         except UnsupportedLanguage as error:
             raise UnsupportedLanguageError(str(error)) from None
 
-    def check(self, text: str, voice: str, speed: float, language: str | None = None) -> None:
-        """Raise the typed error for the first thing wrong with a request, before any work starts."""
+    def check(
+        self, text: str, voice: str, speed: float, language: str | None = None, lexicon: Lexicon | None = None
+    ) -> None:
+        """Raise the typed error for the first thing wrong with a request, before any work starts:
+        its markup too (`InvalidMarkupError`), whose unknown elements are logged once here."""
         if not text or not text.strip():
             raise EmptyTextError("The text is empty; send at least one word to speak.")
         if len(text) > self.max_text_chars:
@@ -391,6 +381,36 @@ class KokoroEngine:
                 f"The text has {len(text)} characters; at most {self.max_text_chars} are accepted in one request."
             )
         self.check_voice(voice, speed, language)
+        marked = self.markup(text, self.language_for(voice, language), lexicon)
+        if marked is None:
+            return
+        spoken = [item for item in marked.items if isinstance(item, Said | Pronounced)]
+        if not any(isinstance(item, Pause) for item in marked.items) and not any(
+            not isinstance(item, Said) or item.text.text.strip() for item in spoken
+        ):
+            raise EmptyTextError("The text is empty once its markup is read; send at least one word to speak.")
+        for name in {item.voicing.voice for item in spoken if item.voicing.voice is not None}:
+            self.check_voice(name, speed)
+        if marked.unknown:
+            log.warning("SSML elements not supported, their text read: %s", ", ".join(marked.unknown))
+
+    def markup(self, text: str, language: str, lexicon: Lexicon | None = None) -> Markup | None:
+        """The markup of ``text`` (`voicestream.text.markup`) with the engine's lexicon and
+        ``lexicon`` applied to its text; None for a text with neither (planned as plain text).
+        Raises `InvalidMarkupError`."""
+        lexicon = self.lexicon if lexicon is None else self.lexicon + lexicon
+        vocabulary = self._phonemizer.vocab
+        try:
+            marked = parse_markup(text, language, vocabulary)
+            if not lexicon:
+                return marked
+            items = marked.items if marked is not None else (Said(TracedText(text), Voicing(language)),)
+            applied = [part for item in items for part in (lexicon.apply(item, vocabulary) if isinstance(item, Said) else [item])]
+        except (MarkupError, LexiconError) as error:
+            raise InvalidMarkupError(error.message) from None
+        if marked is None and len(applied) == 1:
+            return None
+        return Markup(tuple(applied), marked.unknown if marked is not None else ())
 
     def check_voice(self, voice: str, speed: float, language: str | None = None) -> None:
         """Raise the typed error for a voice, blend, speed or language this engine cannot
@@ -403,7 +423,8 @@ class KokoroEngine:
             raise InvalidSpeedError(f"Speed {speed} is out of range; it must be between {MIN_SPEED} and {MAX_SPEED}.")
 
     def plan(
-        self, text: str, language: str = DEFAULT_LANGUAGE, cut_first_clause: bool = True, words: bool = False
+        self, text: str, language: str = DEFAULT_LANGUAGE, cut_first_clause: bool = True, words: bool = False,
+        lexicon: Lexicon | None = None,
     ) -> Iterator[Piece]:
         """The pieces of ``text`` in speaking order, phonemized lazily one sentence at a time.
 
@@ -418,7 +439,16 @@ class KokoroEngine:
         each piece also knows which written word of ``text`` each of its phonemes speaks
         (and where that word is in ``text``), so that `render_parts` can time them; the
         pieces and their audio are the same with or without.
+
+        A text with markup, or with a word of the lexicons (the engine's and ``lexicon``), is
+        planned by `voicestream.engine.marked`; any other text as it always was.
         """
+        marked = self.markup(text, language, lexicon)
+        if marked is not None:
+            yield from MarkedPlanner(self._phonemizer, self.pauses, self.can_window).pieces(
+                text, marked, cut_first_clause, words
+            )
+            return
         spoken = normalize_traced(text, language)
         sentences = split_sentences(spoken.text)
         planner = WordPlanner(self._phonemizer, text, spoken, sentences, language) if words else None
@@ -461,12 +491,25 @@ class KokoroEngine:
                     windowed=cut_first_clause and first and self.can_window,
                 )
 
+    def phonemes(self, text: str, language: str = DEFAULT_LANGUAGE, lexicon: Lexicon | None = None) -> str:
+        """The phonemes the model receives for ``text`` (its markup and the lexicons applied),
+        its pieces' joined by spaces: what ``/dev/phonemize`` answers."""
+        return " ".join(p.phonemes for p in self.plan(text, language, cut_first_clause=False, lexicon=lexicon) if p.phonemes)
+
+    def tokens(self, phonemes: str) -> list[int]:
+        """Kokoro's token ids of ``phonemes``, with the padding token at each end, as the model takes them."""
+        return [0, *self._phonemizer.tokenize(phonemes), 0]
+
     def model_inputs(self, piece: Piece, voice: str, speed: float) -> dict[str, np.ndarray] | None:
         """The model's input feed for one piece (None when it has no speakable token): what
-        `render_parts` runs, for code that runs the graph itself (the benches, `similarity`)."""
+        `render_parts` runs, for code that runs the graph itself (the benches, `similarity`).
+        A piece's own voice and speed (its markup's) win over ``voice`` and ``speed``."""
         tokens = self._phonemizer.tokenize(piece.phonemes)
         if not tokens:
             return None
+        voice = piece.voice or voice
+        if piece.speed != 1.0:
+            speed = min(MAX_SPEED, max(MIN_SPEED, speed * piece.speed))
         return {
             self._tokens_input: np.array([[0, *tokens, 0]], dtype=np.int64),
             "style": self._voices.style(voice, len(tokens)),
@@ -487,8 +530,9 @@ class KokoroEngine:
         first audio claims cores beside a run on every core, and a piece left after a part
         goes on on its next worker's threads."""
         feed = self.model_inputs(piece, voice, speed)
-        if feed is None:
-            yield RenderedPiece(np.zeros(0, dtype=np.float32), [])
+        if feed is None:  # a pause and nothing to say: its silence
+            silence = round((piece.silence_before_s + piece.silence_after_s) * self.sample_rate)
+            yield RenderedPiece(np.zeros(silence, dtype=np.float32), [])
             return
         key = self._threads_key(threads)
         if not piece.windowed or self._split is None:

@@ -80,7 +80,7 @@ _PROBLEMS: Mapping[str, tuple[ErrorCode, str]] = {
     "max_buffer_delay_ms": (
         ErrorCode.INVALID_MESSAGE, f"max_buffer_delay_ms must be 0 to {MAX_BUFFER_DELAY_MS}",
     ),
-    **{name: _shape_problem(name) for name in ("transcript", "language", "model_id", *_BOOLEANS)},
+    **{name: _shape_problem(name) for name in ("transcript", "language", "model_id", "pronunciation_dict_id", *_BOOLEANS)},
 }
 
 
@@ -100,6 +100,8 @@ class CartesiaGeneration(InboundMessage):
     max_buffer_delay_ms: Annotated[int, Field(strict=True, ge=0, le=MAX_BUFFER_DELAY_MS)] = DEFAULT_BUFFER_DELAY_MS
     flush: _Bool = False
     add_timestamps: _Bool = False
+    pronunciation_dict_id: Annotated[str, Field(strict=True, min_length=1, max_length=64)] | None = None
+    """A pronunciation dictionary uploaded to ``/pronunciation-dicts/``, applied to the transcript."""
 
     @model_validator(mode="before")
     @classmethod

@@ -145,12 +145,27 @@ class VoiceSettings(InboundMessage):
     speed: _Number = 1.0
 
 
+class DictionaryLocator(InboundMessage):
+    """A pronunciation dictionary a request names (``version_id`` accepted; a dictionary here
+    has one version)."""
+
+    pronunciation_dictionary_id: Annotated[str, Field(strict=True, min_length=1, max_length=64)]
+    version_id: _Str | None = None
+
+
+_Locators = Annotated[list[DictionaryLocator], Field(max_length=3)]
+"""ElevenLabs takes at most three dictionaries a request."""
+
 _PROBLEMS: Mapping[str, tuple[ErrorCode, str]] = {
     "voice_settings": (ErrorCode.INVALID_SPEED, "voice_settings must be an object whose speed is a number"),
     "text": (ErrorCode.INVALID_MESSAGE, "text must be a string"),
     "context_id": (ErrorCode.INVALID_MESSAGE, "context_id must be a non-empty string"),
     "language_code": (ErrorCode.INVALID_MESSAGE, "language_code must be a string"),
     "model_id": (ErrorCode.INVALID_MESSAGE, "model_id must be a string"),
+    "pronunciation_dictionary_locators": (
+        ErrorCode.INVALID_MESSAGE,
+        "pronunciation_dictionary_locators must be a list of at most 3 {pronunciation_dictionary_id, version_id}",
+    ),
     **{name: (ErrorCode.INVALID_MESSAGE, f"{name} must be a bool")
        for name in ("flush", "close_context", "close_socket", "try_trigger_generation")},
 }
@@ -175,8 +190,9 @@ class _Inbound(InboundMessage):
 
 class SocketMessage(_Inbound):
     """One message of either socket: text (``" "`` opens a context, ``""`` is a keep-alive on
-    ``multi-stream-input`` and the end on ``stream-input``), a flush, a close. ``generation_config``,
-    ``try_trigger_generation`` and ``pronunciation_dictionary_locators`` are accepted and ignored."""
+    ``multi-stream-input`` and the end on ``stream-input``), a flush, a close; the message that
+    opens a context may name pronunciation dictionaries. ``generation_config`` and
+    ``try_trigger_generation`` are accepted and ignored."""
 
     text: _Str | None = None
     context_id: Annotated[str, Field(strict=True, min_length=1)] | None = None
@@ -185,10 +201,15 @@ class SocketMessage(_Inbound):
     close_context: _Bool = False
     close_socket: _Bool = False
     try_trigger_generation: _Bool = False
+    pronunciation_dictionary_locators: _Locators = Field(default_factory=list)
 
     @property
     def speed(self) -> float:
         return self.voice_settings.speed if self.voice_settings is not None else 1.0
+
+    @property
+    def dictionaries(self) -> tuple[str, ...]:
+        return tuple(locator.pronunciation_dictionary_id for locator in self.pronunciation_dictionary_locators)
 
 
 class SpeechRequest(_Inbound):
@@ -200,6 +221,11 @@ class SpeechRequest(_Inbound):
     model_id: _Str = ""
     voice_settings: VoiceSettings = VoiceSettings()
     language_code: _Str | None = None
+    pronunciation_dictionary_locators: _Locators = Field(default_factory=list)
+
+    @property
+    def dictionaries(self) -> tuple[str, ...]:
+        return tuple(locator.pronunciation_dictionary_id for locator in self.pronunciation_dictionary_locators)
 
     @classmethod
     def describe_problem(cls, error: ErrorDetails) -> tuple[ErrorCode, str]:

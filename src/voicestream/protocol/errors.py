@@ -37,10 +37,11 @@ class ErrorCode(StrEnum):
     BUSY = "busy"
     REQUEST_STALE = "request_stale"
     INTERNAL = "internal"
-    # Speech server extensions: languages and voice blends; limits.
+    # Speech server extensions: languages and voice blends; limits; markup (SSML, phonemes, lexicons).
     UNSUPPORTED_LANGUAGE = "unsupported_language"
     INVALID_VOICE_BLEND = "invalid_voice_blend"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    INVALID_MARKUP = "invalid_markup"
     # The access policy, on both servers.
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"

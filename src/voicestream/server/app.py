@@ -25,6 +25,7 @@ from voicestream.edge.drain import Drain, DrainWatch
 from voicestream.engine import KokoroEngine
 from voicestream.engine.memory import IdleRelease
 from voicestream.protocol import ErrorCode, ErrorFrame
+from voicestream.server.faces import dictionaries as dictionary_routes
 from voicestream.server.faces.captioned import captioned_speech
 from voicestream.server.faces.cartesia import tts_bytes, tts_sse, tts_websocket
 from voicestream.server.faces.deepgram import speak, speak_websocket
@@ -42,16 +43,24 @@ from voicestream.server.faces.wyoming import serve_wyoming
 from voicestream.server.streaming import error_response
 from voicestream.speech.core import SpeechCore
 from voicestream.speech.metrics import CONTENT_TYPE, ServerMetrics
-from voicestream.speech.settings import ServerSettings
+from voicestream.speech.settings import ServerSettings, read_lexicons
 from voicestream.web import PLAYGROUND_PAGE, page_routes
 
 log = logging.getLogger(__name__)
 
 
 def _elevenlabs_routes() -> list[Route | WebSocketRoute]:
-    """ElevenLabs' speech API (``voicestream.server.faces.elevenlabs``)."""
+    """ElevenLabs' speech API (``voicestream.server.faces.elevenlabs``) and its pronunciation
+    dictionaries (``voicestream.server.faces.dictionaries``)."""
     base = "/v1/text-to-speech/{voice_id}"
+    dictionaries = "/v1/pronunciation-dictionaries"
     return [
+        Route(f"{dictionaries}/add-from-file", _needs_service(dictionary_routes.elevenlabs_add_from_file), methods=["POST"]),
+        Route(f"{dictionaries}/add-from-rules", _needs_service(dictionary_routes.elevenlabs_add_from_rules), methods=["POST"]),
+        Route(f"{dictionaries}/", _needs_service(dictionary_routes.elevenlabs_list), methods=["GET"]),
+        Route(dictionaries, _needs_service(dictionary_routes.elevenlabs_list), methods=["GET"]),
+        Route(f"{dictionaries}/{{dictionary_id}}/", _needs_service(dictionary_routes.elevenlabs_get), methods=["GET"]),
+        Route(f"{dictionaries}/{{dictionary_id}}", _needs_service(dictionary_routes.elevenlabs_get), methods=["GET"]),
         Route(base, _needs_service(speech), methods=["POST"]),
         Route(f"{base}/stream", _needs_service(speech_stream), methods=["POST"]),
         Route(f"{base}/with-timestamps", _needs_service(speech_with_timestamps), methods=["POST"]),
@@ -149,6 +158,7 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
                 KokoroEngine.load, settings.model_dir, settings.device, settings.variant, pauses=settings.pauses,
                 first_window_s=settings.first_window_s,
                 idle_release=IdleRelease(settings.release_after_s, settings.renew_above),
+                lexicon=read_lexicons(settings.lexicons),
             )
         except Exception as error:
             state.failure = str(error)
@@ -183,6 +193,14 @@ def create_app(settings: ServerSettings | None = None, engine: KokoroEngine | No
             Route("/v1/audio/voices", _needs_service(list_openai_voices), methods=["GET"]),
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/tts/bytes", _needs_service(tts_bytes), methods=["POST"]),
+            Route("/pronunciation-dicts/", _needs_service(dictionary_routes.cartesia_create), methods=["POST"]),
+            Route("/pronunciation-dicts/", _needs_service(dictionary_routes.cartesia_list), methods=["GET"]),
+            Route("/pronunciation-dicts/{dictionary_id}", _needs_service(dictionary_routes.cartesia_get), methods=["GET"]),
+            Route("/pronunciation-dicts/{dictionary_id}", _needs_service(dictionary_routes.cartesia_delete),
+                  methods=["DELETE"]),
+            Route("/dev/phonemize", _needs_service(dictionary_routes.phonemize), methods=["POST"]),
+            Route("/dev/generate_from_phonemes", _needs_service(dictionary_routes.generate_from_phonemes),
+                  methods=["POST"]),
             Route("/tts/sse", _needs_service(tts_sse), methods=["POST"]),
             Route("/v1/speak", _needs_service(speak), methods=["POST"]),
             WebSocketRoute("/v1/speak", speak_websocket),

@@ -8,6 +8,7 @@ and metrics live here once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -18,8 +19,10 @@ from voicestream.audio import AudioError, StreamEncoder, create_encoder
 from voicestream.cpus import CPU_USE
 from voicestream.edge.connection import Connection, EdgeLimits
 from voicestream.engine import (
+    DEFAULT_VOICE,
     EmptyTextError,
     InvalidInputError,
+    InvalidMarkupError,
     InvalidSpeedError,
     InvalidVoiceBlendError,
     KokoroEngine,
@@ -27,6 +30,7 @@ from voicestream.engine import (
     UnknownVoiceError,
     UnsupportedLanguageError,
 )
+from voicestream.engine.cache import cache_root
 from voicestream.protocol import (
     ErrorCode,
     SpeechFault,
@@ -34,6 +38,7 @@ from voicestream.protocol import (
     SynthesisStart,
     http_status,
 )
+from voicestream.speech.dictionaries import DictionaryError, PronunciationDictionaries
 from voicestream.speech.job import (
     JobFailed,
     JobState,
@@ -46,6 +51,7 @@ from voicestream.speech.metrics import ServerMetrics
 from voicestream.speech.policy import Budgets
 from voicestream.speech.scheduler import SynthesisScheduler
 from voicestream.speech.settings import ServerSettings
+from voicestream.text.lexicon import Lexicon
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +71,7 @@ ENGINE_REFUSALS: Mapping[type[InvalidInputError], ErrorCode] = {
     InvalidSpeedError: ErrorCode.INVALID_SPEED,
     UnsupportedLanguageError: ErrorCode.UNSUPPORTED_LANGUAGE,
     InvalidVoiceBlendError: ErrorCode.INVALID_VOICE_BLEND,
+    InvalidMarkupError: ErrorCode.INVALID_MARKUP,
 }
 """The protocol's code for each refusal of the engine's checks (the engine knows no wire)."""
 
@@ -82,6 +89,8 @@ class Voice:
     voice: str
     speed: float
     language: str | None
+    dictionaries: tuple[str, ...] = ()
+    """Ids of uploaded pronunciation dictionaries applied to the text (`voicestream.speech.dictionaries`)."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +176,10 @@ class SpeechCore:
         self.metrics = metrics
         self.on_change = on_change
         """Told when a connection may have become idle (the drain's wake-up)."""
+        self.dictionaries = PronunciationDictionaries(
+            settings.dictionaries_dir or cache_root() / "pronunciation-dictionaries"
+        )
+        """The pronunciation dictionaries clients uploaded (ElevenLabs', Cartesia's routes)."""
         self.scheduler = SynthesisScheduler(engine, Budgets(
             max_queue=settings.max_queue,
             max_sessions=settings.max_sessions,
@@ -248,10 +261,30 @@ class SpeechCore:
         the time a request waits here, measured by the scheduler.
         """
         try:
-            self.engine.check(text, voice.voice, voice.speed, voice.language)
+            self.engine.check(text, voice.voice, voice.speed, voice.language, self.lexicon_for(voice))
             return self.engine.language_for(voice.voice, voice.language)
         except InvalidInputError as error:
             raise refused(error) from None
+
+    async def phonemize(self, text: str, language: str) -> tuple[str, list[int]]:
+        """The phonemes and token ids the model would receive for ``text`` read in ``language``
+        (the server's lexicons and the text's markup applied); G2P runs in a worker thread.
+        Raises :class:`RequestRejected` for a text or language the engine refuses."""
+        try:
+            spoken = self.engine.language_for(DEFAULT_VOICE, language)
+            self.engine.check(text, DEFAULT_VOICE, 1.0, spoken)
+        except InvalidInputError as error:
+            raise refused(error) from None
+        phonemes = await asyncio.to_thread(self.engine.phonemes, text, spoken)
+        return phonemes, self.engine.tokens(phonemes)
+
+    def lexicon_for(self, voice: Voice) -> Lexicon | None:
+        """The pronunciation dictionaries ``voice`` names, as one lexicon; raises
+        :class:`RequestRejected` (``invalid_message``) for one this server does not have."""
+        try:
+            return self.dictionaries.lexicon(voice.dictionaries)
+        except DictionaryError as error:
+            raise RequestRejected(ErrorCode.INVALID_MESSAGE, error.message) from None
 
     def check_voice(self, voice: str, speed: float, language: str | None = None) -> None:
         """Raise :class:`RequestRejected` for a voice, speed or language the engine cannot
@@ -277,7 +310,7 @@ class SpeechCore:
         spoken_language = self.check(text, voice)
         encoder = _build_encoder(output)
         job = SynthesisJob(text, voice.voice, voice.speed, listener, request_id, spoken_language, encoder,
-                           output.word_timestamps)
+                           output.word_timestamps, self.lexicon_for(voice))
         self.scheduler.submit(job)  # BusyError is a RequestRejected
         self.metrics.requests.labels(route=route).inc()
         return job

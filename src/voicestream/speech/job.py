@@ -22,6 +22,7 @@ from enum import Enum
 from voicestream.audio import StreamEncoder
 from voicestream.engine.alignment import TimedWord
 from voicestream.protocol import DEFAULT_LANGUAGE, SpeechFault
+from voicestream.text.lexicon import Lexicon
 
 
 class JobState(Enum):
@@ -117,6 +118,7 @@ class SynthesisJob:
         language: str = DEFAULT_LANGUAGE,
         encoder: StreamEncoder | None = None,
         word_timestamps: bool = False,
+        lexicon: Lexicon | None = None,
     ) -> None:
         self.text = text
         self.voice = voice
@@ -128,6 +130,8 @@ class SynthesisJob:
         self.encoder = encoder
         """Turns each rendered piece into wire bytes, in the worker; None: pcm16 at 24 kHz."""
         self.word_timestamps = word_timestamps
+        self.lexicon = lexicon
+        """The request's pronunciation dictionaries as one lexicon (None: the server's lexicons only)."""
         self.state = JobState.QUEUED
         self.arrival = time.monotonic()
         self.due_since = self.arrival

@@ -508,7 +508,7 @@ class SynthesisScheduler:
         job = order.job
         if job.pieces is None:
             job.pieces = self.engine.plan(
-                job.text, job.language, cut_first_clause=order.silent, words=job.word_timestamps
+                job.text, job.language, cut_first_clause=order.silent, words=job.word_timestamps, lexicon=job.lexicon
             )
             job.start_speaking()
         loop = asyncio.get_running_loop()

@@ -15,6 +15,7 @@ from voicestream import limits
 from voicestream.engine.memory import DEFAULT_RELEASE_AFTER_S, DEFAULT_RENEW_ABOVE
 from voicestream.engine.silence import DEFAULT_PAUSES, Pauses
 from voicestream.engine.vocoder import FIRST_WINDOW_S
+from voicestream.text.lexicon import Lexicon, LexiconError
 
 DEFAULT_HOST = limits.HOST
 """Outside a container the server is reachable from this machine only; the container
@@ -35,6 +36,19 @@ def _configured(name: str, default: float, unit: str) -> float:
     except ValueError:
         logging.getLogger(__name__).warning("%s=%r is not a %s; using %g", name, value, unit, default)
         return default
+
+
+def read_lexicons(paths: tuple[Path, ...]) -> Lexicon:
+    """The lexicons of ``paths`` as one, later files winning for a word both list (PLS or
+    ``word<TAB>IPA``, `voicestream.text.lexicon`). Raises `LexiconError` naming the file."""
+    lexicon = Lexicon()
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise LexiconError(f"{path}: cannot be read ({error})") from None
+        lexicon = lexicon + Lexicon.from_text(text, str(path))
+    return lexicon
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,12 @@ class ServerSettings:
     sessions that had runs at once (``VOICESTREAM_RENEW_ABOVE``, 1.1 by default; 0 never).
     Like the release's spell, it reaches the engine this server loads; a server given a loaded
     engine keeps that engine's release."""
+    lexicons: tuple[Path, ...] = ()
+    """Pronunciation lexicons (``--lexicon``, PLS or ``word<TAB>IPA``) applied to every text
+    before its G2P. Like the pauses, they reach the engine this server loads."""
+    dictionaries_dir: Path | None = None
+    """Where uploaded pronunciation dictionaries are kept (`voicestream.speech.dictionaries`);
+    None: ``pronunciation-dictionaries`` in the voicestream cache (``VOICESTREAM_CACHE``)."""
     first_window_s: float = FIRST_WINDOW_S
     """The first vocoder window of a piece whose listener would otherwise wait for it (a silent
     listener's first piece, or one due after its listener's audio runs out; ``--first-window-ms``,

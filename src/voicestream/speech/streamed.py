@@ -30,6 +30,7 @@ from voicestream.protocol import ErrorCode
 from voicestream.speech.core import AudioStream, Output, RequestRejected, SpeechCore, Voice
 from voicestream.speech.job import Listener, SynthesisJob
 from voicestream.text import STREAMED, ChunkSchedule, IncrementalSentenceChunker
+from voicestream.text.markup import MarkupError, ends_inside_markup, unfinished_markup
 
 AHEAD = 2
 """Chunks queued with the scheduler beyond the one being sent."""
@@ -116,6 +117,11 @@ class StreamedSpeech:
             return
         chunks = self._chunker.feed_chunks(text)
         self._buffered += _visible(text) - sum(_visible(chunk.raw) for chunk in chunks)
+        try:
+            unfinished_markup(self._chunker.pending_text)
+        except MarkupError as error:
+            self._fail(RequestRejected(ErrorCode.INVALID_MARKUP, error.message))
+            return
         for chunk in chunks:
             self._items.append(_Chunk(chunk.raw, chunk.start))
         if chunks and self._timer is not None:
@@ -140,11 +146,14 @@ class StreamedSpeech:
             self._items.append(_Chunk(text, whole=True))
             self._top_up()
 
-    def flush(self) -> None:
-        """Speak what the chunker still holds, decided or not."""
+    def flush(self, ending: bool = False) -> None:
+        """Speak what the chunker still holds, decided or not; unless ``ending``, not while it
+        ends inside markup (a tag cut across messages): that waits for the rest of the tag."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if not ending and ends_inside_markup(self._chunker.pending_text):
+            return
         rest = self._chunker.flush_chunks()
         self._buffered = 0
         if rest and not self.ended:
@@ -159,7 +168,7 @@ class StreamedSpeech:
 
     def end(self) -> None:
         """No more text: speak the rest; iteration ends after its audio."""
-        self.flush()
+        self.flush(ending=True)
         self.ended = True
         self._changed.set()
 
@@ -169,7 +178,7 @@ class StreamedSpeech:
         current = self._current is not None and not self._current.finished
         had_work = not self.ended or current or any(isinstance(item, _Chunk) for item in self._items)
         self.ended = self.cancelled = True
-        self.flush()
+        self.flush(ending=True)
         if self._current is not None:
             self._current.cancel()
         for item in self._items:

@@ -34,6 +34,7 @@ from voicestream.text.abbreviations import (
     abbreviation_kind,
     precedes_numbers,
 )
+from voicestream.text.markup import ends_inside_markup
 from voicestream.text.schedule import (
     BREAK_WORDS,
     CUTS_END_AFTER_WORDS,
@@ -202,6 +203,12 @@ class IncrementalSentenceChunker:
         self._group = []
         return chunk
 
+    @property
+    def pending_text(self) -> str:
+        """The text fed since the last cut (a chunk grouping sentences already cut holds them
+        apart): where markup still open lies, since no cut is made inside markup."""
+        return self._pending
+
     def flush(self) -> list[str]:
         """Return the chunks of the rest of the text (none if nothing speakable is left);
         then reset for the next answer."""
@@ -252,7 +259,7 @@ class IncrementalSentenceChunker:
             while self._position < len(self._pending):
                 i = self._position
                 boundary = self._boundary_at(text, i)
-                if boundary is not None:
+                if boundary is not None and not ends_inside_markup(self._pending[:boundary]):
                     return boundary
                 self._step_over(self._pending[i])
         except _NeedMoreText:

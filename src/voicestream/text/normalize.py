@@ -162,11 +162,12 @@ def normalize_for_speech(text: str, language: str = "en-us") -> str:
     return normalize_traced(text, language).text
 
 
-def normalize_traced(text: str, language: str = "en-us") -> TracedText:
+def normalize_traced(text: str | TracedText, language: str = "en-us") -> TracedText:
     """`normalize_for_speech`, each character of the result knowing the span of ``text`` it
-    stands for (`TracedText`): what word timestamps show the words as written with."""
+    stands for (`TracedText`): what word timestamps show the words as written with. A
+    `TracedText` (a span of SSML's text) keeps its own trace into the text as sent."""
     # removing markup can expose more: "🎉 - item", "**# x**"
-    source = TracedText(text)
+    source = text if isinstance(text, TracedText) else TracedText(text)
     unescaped = source.sub(_CHARACTER_REFERENCE, functools.partial(_unescape, source))
     traced = _until_stable(_strip_markup, unescaped.sub(_EMOJI, ""))
     if language.startswith("en"):

@@ -72,7 +72,8 @@ ROUTE = "cartesia"
 
 
 def _voice(request: CartesiaGeneration) -> Voice:
-    return Voice(request.voice_id, request.speed, request.language_override)
+    dictionaries = (request.pronunciation_dict_id,) if request.pronunciation_dict_id else ()
+    return Voice(request.voice_id, request.speed, request.language_override, dictionaries)
 
 
 def _output(request: CartesiaGeneration) -> Output:

@@ -87,8 +87,8 @@ class SocketOptions:
         return cls(voice, parse_output_format(query.get("output_format", DEFAULT_OUTPUT_FORMAT)),
                    spoken_language(query.get("language_code"), voice), auto_mode == "true", multi)
 
-    def voice_at(self, speed: float) -> Voice:
-        return Voice(self.voice, speed, self.language)
+    def voice_at(self, speed: float, dictionaries: tuple[str, ...] = ()) -> Voice:
+        return Voice(self.voice, speed, self.language, dictionaries)
 
     def audio(self) -> Output:
         return output_of(self.output, word_timestamps=True)
@@ -190,7 +190,7 @@ class ElevenLabsMachine:
         options = self.options
         answer_id = context_id if options.multi else None
         self.contexts[context_id] = _Context(answer_id)
-        return ctx.Open(context_id, options.voice_at(message.speed), options.audio(),
+        return ctx.Open(context_id, options.voice_at(message.speed, message.dictionaries), options.audio(),
                     0 if options.auto_mode else UNDECIDED_DELAY_S, context_id or ROUTE, answer_id)
 
     def _take(self, context_id: str, message: SocketMessage) -> list[ctx.Command]:

@@ -49,7 +49,8 @@ async def _read(request: Request, service: SpeechCore, timed: bool) -> tuple[str
     voice = request.path_params["voice_id"]
     output = output_of(parse_output_format(request.query_params.get("output_format", DEFAULT_OUTPUT_FORMAT)), timed)
     body = parse_speech_request(load_json_object(await streaming.read_body(request, service.settings.max_body_bytes)))
-    return body.text, Voice(voice, body.voice_settings.speed, spoken_language(body.language_code, voice)), output
+    language = spoken_language(body.language_code, voice)
+    return body.text, Voice(voice, body.voice_settings.speed, language, body.dictionaries), output
 
 
 async def _answer(request: Request, timed: bool, whole: bool) -> Response:

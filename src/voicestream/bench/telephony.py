@@ -85,8 +85,10 @@ class EchoModel:
     sentences, enough to speak over), so that the bench measures the call's audio path and
     not the local model's time. It takes what `stream_text` gives a model."""
 
-    async def stream(self, messages: list[dict[str, Any]], system_prompt: str | None = None, **_: Any) -> AsyncIterator[Any]:
-        question = "".join(block.get("text", "") for block in messages[-1]["content"]) if messages else ""
+    async def stream(
+        self, messages: list[dict[str, Any]], system_prompt: str | None = None, **_: Any
+    ) -> AsyncIterator[Any]:
+        question = "".join(b.get("text", "") for b in messages[-1]["content"]) if messages else ""
         answer = f"You asked: {question.strip().rstrip('.?!')}." + "".join(
             f" This is sentence number {n} of the answer." for n in range(1, ECHO_SENTENCES + 1)
         )
@@ -320,7 +322,7 @@ def measure_telephony(
         for text, (call_ms, heard), turn in zip(questions, on_call, realtime, strict=True)
     ]
     notes = [
-        "quiet machine not available: the figures are of a shared 2-core machine, compared only within this run",
+        "a shared machine (its load average is in the context): figures compare only within this run",
         f"/v1/realtime's microphone: its slowest 20 ms chunk left {1000 * late_s:,.0f} ms late",
         f"the stand-in Twilio's slowest 20 ms frame left {1000 * phone.late_s:,.0f} ms late",
     ]
@@ -330,14 +332,19 @@ def measure_telephony(
 class _Phone:
     """Calls over the stand-in Twilio: the questions, a barge-in, calls of silence."""
 
-    def __init__(self, agent_url: str, service: Any, utterances: dict[str, Utterance], advance: Advance) -> None:
+    def __init__(
+        self, agent_url: str, service: Any, utterances: dict[str, Utterance], advance: Advance
+    ) -> None:
         self.base = agent_url
         self.service = service
         self.utterances = utterances
         self.advance = advance
         self.late_s = 0.0
 
-    async def measure(self, questions: Sequence[str], barge_in: bool) -> tuple[list[tuple[float | None, str]], list[CallBargeIn]]:
+    async def measure(
+        self, questions: Sequence[str], barge_in: bool
+    ) -> tuple[list[tuple[float | None, str]], list[CallBargeIn]]:
+        """Each question on one call (voice to voice, what was heard), then the barge-in."""
         stream_url, headers = await self._dial()
         async with call(stream_url, "twilio", headers) as twilio:
             agent = (await self._answered(twilio, 1))[0]

@@ -79,6 +79,15 @@ def test_the_medians_and_ratio_in_the_goals_table():
     ]
 
 
+def test_the_plot_draws_each_questions_voice_to_voice_on_each_face(tmp_path):
+    from voicestream.bench.report import write_plot
+
+    (chart,) = report().to_report().charts
+    assert chart.series == {"call (mu-law, 8 kHz)": [1500.0, 1700.0], "/v1/realtime (pcm16, 24 kHz)": [1400.0, 1400.0]}
+    write_plot(report().to_report(), tmp_path / "telephony.png")
+    assert (tmp_path / "telephony.png").stat().st_size > 0
+
+
 def test_idle_calls_are_a_share_of_one_core_against_a_tenth_of_the_goal_each():
     idle = IdleCalls(calls=4, window_s=8.0, agent_cpu_s=0.4, stand_ins_cpu_s=0.1)
     assert idle.percent == pytest.approx(5.0)

@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from voicestream.bench.carrier import FRAME_S, Said, StandIn, call, webhook_stream_url
-from voicestream.bench.report import Advance, Report, Table, machine_context, progress
+from voicestream.bench.report import Advance, Chart, Report, Table, machine_context, progress
 from voicestream.bench.voice import (
     BARGE_IN_GOAL_MS,
     INTERRUPTIONS,
@@ -262,6 +262,15 @@ class TelephonyReport:
                       _round(idle.stand_ins_cpu_s, 2)]],
                 )
             )
+        report.charts.append(
+            Chart(
+                "Voice to voice, ms after the question's last word",
+                [q.text[:24] for q in self.questions],
+                {"call (mu-law, 8 kHz)": [q.call_ms for q in self.questions],
+                 "/v1/realtime (pcm16, 24 kHz)": [q.realtime_ms for q in self.questions]},
+                ylabel="ms",
+            )
+        )
         report.notes.extend(self.notes)
         return report
 

@@ -18,6 +18,8 @@ from voicestream.agent.conversation import (
     chat,
     heard_text,
 )
+from voicestream.agent.realtime.conversation import RealtimeConversation
+from voicestream.protocol.realtime import ContentPart, Item
 
 ANSWER = [SpokenPiece("My name is Ada.", 1.5), SpokenPiece("I like tea.", 1.1)]
 
@@ -87,6 +89,35 @@ def test_chat_alternates_and_joins_a_question_that_got_no_answer():
 
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert messages[-1]["content"] == [{"text": "I like tea.\nWhat do I like?"}]
+
+
+def test_a_greeting_opens_no_empty_user_message():
+    """A phone call's greeting is an answer nobody asked for: Bedrock refuses an empty text
+    block and a conversation that opens with the assistant, so it is left out where it opens
+    the conversation, and joins the answer before it elsewhere."""
+    greeted = chat([("", "Hello, how can I help?")], "What time is it?")
+    assert greeted == [{"role": "user", "content": [{"text": "What time is it?"}]}]
+
+    later = chat([("Hi.", "Hello."), ("", "Are you still there?")], "Yes.")
+    assert [m["role"] for m in later] == ["user", "assistant", "user"]
+    assert texts(later) == ["Hi.", "Hello. Are you still there?", "Yes."]
+
+
+def test_a_realtime_conversation_that_opens_with_a_greeting_sends_its_question_first():
+    conversation = RealtimeConversation()
+    conversation.add(Item(role="assistant", content=[ContentPart(type="output_text", text="Hello, how can I help?")]))
+    conversation.add(Item(role="user", content=[ContentPart(type="input_text", text="What time is it?")]))
+
+    assert conversation.messages() == [{"role": "user", "content": [{"text": "What time is it?"}]}]
+
+
+@given(st.lists(st.tuples(st.sampled_from(["", " ", "q"]), st.sampled_from(["", " ", "a"])), max_size=6),
+       st.sampled_from([None, "", "q"]))
+def test_chat_messages_each_have_text_start_with_the_user_and_alternate(turns, question):
+    messages = chat(turns, question)
+
+    assert all(m["content"][0]["text"].strip() for m in messages)
+    assert [m["role"] for m in messages] == ["user", "assistant"] * (len(messages) // 2) + ["user"] * (len(messages) % 2)
 
 
 class Clock:

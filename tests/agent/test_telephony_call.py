@@ -19,13 +19,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from tests.agent.llm_stubs import echo
 from tests.agent.realtime_checks import echo_agent, spoken
-from tests.agent.telephony_checks import call, until, webhook_stream_url
+from tests.agent.telephony_checks import until
 
 from voicestream.agent.settings import TelephonySettings
 from voicestream.agent.telephony.call import TelephonyCall
 from voicestream.agent.telephony.signatures import plivo_signature, twilio_signature, vonage_token
 from voicestream.audio import mulaw_to_float
 from voicestream.audio.pcm import pcm16_to_float
+from voicestream.bench.carrier import call, webhook_stream_url
 
 TOKEN = "twilio-auth-token"
 GREETING = "Hello, how can I help?"

@@ -148,3 +148,19 @@ async def test_a_stream_that_sends_nothing_is_closed_at_the_idle_timeout(caplog)
                     await asyncio.wait_for(socket.recv(), 10)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1000
         assert "closing a Vonage call that was idle for 0.5 s" in caplog.text
+
+
+async def test_a_stream_to_a_draining_agent_gets_no_frame_and_a_going_away_close(caplog) -> None:
+    """Carriers have no error frame: a stream refused while the agent drains gets the close
+    alone (1001, going away), and the refusal is logged."""
+    llm = create_model("openai", model="none", base_url="http://127.0.0.1:9/v1", api_key="unused")
+    app = create_app(AgentSettings(speech_url="ws://127.0.0.1:9", telephony=TelephonySettings(insecure=True, greeting="")), llm=llm)
+    with running_agent(app) as url:
+        await app.state.service.drain(grace_s=0.1)
+        stream = url.replace("http://", "ws://") + "/telephony/twilio/stream"
+        with caplog.at_level(logging.INFO, logger="voicestream.edge.connection"):
+            async with connect(stream) as socket:
+                with pytest.raises(ConnectionClosed) as closed:  # before any frame
+                    await asyncio.wait_for(socket.recv(), 10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+        assert "refused a connection (1001): The server is shutting down" in caplog.text

@@ -114,17 +114,27 @@ def _word_ends(text: str, piece: SpokenPiece) -> list[tuple[int, float]]:
 
 
 def chat(turns: Iterable[tuple[str, str]], question: str | None = None) -> Messages:
-    """(question, answer) turns, then `question`, as alternating user and assistant messages,
-    as Bedrock Converse requires (and chat templates expect): the question of a turn without
-    an answer (none heard, or the LLM failed) joins the next one."""
+    """(question, answer) turns, then `question`, as alternating user and assistant messages
+    that each have text, starting with the user's, as Bedrock Converse requires (it refuses an
+    empty text block, and a conversation that opens with the assistant; chat templates expect
+    the same): the question of a turn without an answer (none heard, or the LLM failed) joins
+    the next one; an answer nobody asked for (a phone call's greeting, a response created with
+    no user words) joins the answer before it, and is left out where it opens the
+    conversation."""
     messages: Messages = []
     asked: list[str] = []
     for asked_now, answer in [*turns, *([(question, "")] if question is not None else [])]:
-        asked.append(asked_now)
-        if answer:
+        if asked_now.strip():
+            asked.append(asked_now)
+        if not answer.strip():
+            continue
+        if asked:
             messages.append({"role": "user", "content": [{"text": "\n".join(asked)}]})
             messages.append({"role": "assistant", "content": [{"text": answer}]})
             asked = []
+        elif messages:
+            said = messages[-1]["content"][0]["text"]
+            messages[-1] = {"role": "assistant", "content": [{"text": f"{said} {answer}"}]}
     if asked:
         messages.append({"role": "user", "content": [{"text": "\n".join(asked)}]})
     return messages

@@ -504,11 +504,11 @@ def measure_voice(
             app = create_app(settings, llm=llm)
             with running_agent(app) as agent_url:
                 for detection in detections:
-                    session = _Session(
+                    session = RealtimeCaller(
                         agent_url.replace("http://", "ws://"),
                         llm,
                         utterances,
-                        _turn_detection(detection, silence_ms),
+                        turn_detection(detection, silence_ms),
                         advance,
                     )
                     more_turns, more_barge_ins, late = asyncio.run(
@@ -545,7 +545,7 @@ def _smart_turn_cost(spoken_s: float) -> list[str]:
     return [cost]
 
 
-def _turn_detection(detection: str, silence_ms: int) -> dict[str, Any]:
+def turn_detection(detection: str, silence_ms: int) -> dict[str, Any]:
     answers = {"create_response": True, "interrupt_response": True}
     if detection == "server_vad":
         return {"type": "server_vad", "silence_duration_ms": silence_ms, **answers}
@@ -628,7 +628,7 @@ def _notes(turns: list[VoiceTurn], barge_ins: list[BargeIn], late_s: float) -> l
     return lines
 
 
-class _Session:
+class RealtimeCaller:
     """One Realtime session: the microphone, the received events, and the turns as scripted."""
 
     def __init__(

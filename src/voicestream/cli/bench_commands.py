@@ -238,6 +238,46 @@ def bench_voice(
     publish(report.to_report(), json_file, plot_file)
 
 
+@bench_app.command("telephony")
+def bench_telephony(
+    questions: Annotated[
+        int, typer.Option("--questions", min=1, max=5, help="Spoken questions asked over the call and over /v1/realtime.")
+    ] = 5,
+    calls: Annotated[
+        int, typer.Option("--calls", min=0, max=50, help="Calls that only send silence, for the agent's CPU (0: none).")
+    ] = 10,
+    window_s: Annotated[
+        float, typer.Option("--window-s", min=1.0, max=300.0, help="How long the silent calls' CPU is measured.")
+    ] = 10.0,
+    barge_in: Annotated[
+        bool, typer.Option("--barge-in/--no-barge-in", help="Speak over an answer on the call.")
+    ] = True,
+    llm: Annotated[
+        str, typer.Option("--llm", help="local: SmolLM2 as `voicestream agent` runs it; echo: answers at once "
+                          "(the audio path alone).")
+    ] = "local",
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Cap on each answer's tokens.")] = 60,
+    model_dir: ModelDir = None,
+    json_file: JsonFile = None,
+    plot_file: PlotFile = None,
+) -> None:
+    """A phone call over a stand-in Twilio (Media Streams, mu-law at 8 kHz) against the same
+    questions over /v1/realtime in pcm16: voice to voice and its ratio, barge-in to `clear` and
+    the truncation's error, the questions' WER as the agent heard them on each, and the
+    agent's CPU for calls that only send silence."""
+    from voicestream.bench.report import publish
+    from voicestream.bench.telephony import LLMS, measure_telephony
+    from voicestream.bench.voice import QUESTIONS
+
+    if llm not in LLMS:
+        raise typer.BadParameter(f"choose from {', '.join(LLMS)}", param_hint="--llm")
+    report = measure_telephony(
+        load_engine(model_dir), QUESTIONS[:questions], calls=calls, llm=llm, max_tokens=max_tokens,
+        window_s=window_s, barge_in=barge_in,
+    )
+    publish(report.to_report(), json_file, plot_file)
+
+
 @bench_app.command("page")
 def bench_page(
     trials: Trials = 5,

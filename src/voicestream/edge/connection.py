@@ -282,7 +282,7 @@ class Connection:
     @classmethod
     def fault_frame(cls, fault: Any) -> Any:
         """The face's error frame for ``fault`` (one of its ``faults``, or the edge's own
-        `SpeechFault`: a refusal)."""
+        `SpeechFault`: a refusal); None where its protocol has none (nothing is sent)."""
         raise NotImplementedError
 
     async def answer(self, item: Any) -> None:
@@ -429,7 +429,9 @@ class Connection:
         """Send ``fault``'s error frame now, from the sender (a request that failed while
         being sent: its error takes its place in the order)."""
         self.host.count_error(_code(fault))
-        await self.send_within(self.fault_frame(fault))
+        frame = self.fault_frame(fault)
+        if frame is not None:  # a face with no error frame
+            await self.send_within(frame)
 
     async def wait_all_sent(self) -> None:
         """Until everything queued is sent (the session's sequential mode)."""
@@ -532,7 +534,8 @@ class Connection:
                     await self.answer(item.item)
                 elif isinstance(item, _ErrorFrame):
                     self._pending_errors -= 1
-                    await self.send_within(item.frame)
+                    if item.frame is not None:  # a face with no error frame
+                        await self.send_within(item.frame)
                 else:
                     await self.send_within(item)
             finally:
@@ -553,8 +556,8 @@ async def serve_connection(
 ) -> None:
     """Admit and serve a peer with the connection ``connect`` makes for its slot (the face's
     options are the factory's, as the ``wyoming`` package's ``HandlerFactory`` holds them),
-    or refuse it with one ``busy`` in ``fault_frame``'s shape (the server not ready, full,
-    or draining). The server forgets the connection (its slots, its requests) before the
+    or refuse it with one ``busy`` in ``fault_frame``'s shape (None: no frame) and the close
+    1013 (the server not ready or full) or 1001 (draining). The server forgets the connection (its slots, its requests) before the
     close is sent, which a peer that reads nothing never takes."""
     slot = None if host is None or host.draining else host.admit_connection()
     if host is None or slot is None:
@@ -579,10 +582,14 @@ async def _refuse(transport: PeerTransport, host: Host | None, fault_frame: Call
     fault = busy(f"{why}; try again shortly.")
     if host is not None:
         host.count_error(ErrorCode.BUSY.value)
-    with contextlib.suppress(Exception):
-        async with asyncio.timeout(CLOSE_TIMEOUT_S):
-            await transport.send(fault_frame(fault))
-    await _close_within(transport, GOING_AWAY if host is not None and host.draining else TRY_LATER)
+    code = GOING_AWAY if host is not None and host.draining else TRY_LATER
+    log.info("refused a connection (%d): %s", code, why)
+    frame = fault_frame(fault)
+    if frame is not None:  # a face with no error frame (a carrier's stream) says it by the code alone
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                await transport.send(frame)
+    await _close_within(transport, code)
 
 
 def _code(fault: Exception) -> str:

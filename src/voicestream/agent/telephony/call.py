@@ -179,10 +179,9 @@ class TelephonyCall(Connection):
         self._mark_count = 0
 
     @classmethod
-    def fault_frame(cls, fault: SpeechFault) -> str:
-        """A refusal (the agent full or draining): carriers have no error frame, so an empty
-        JSON object, which they ignore, before the close."""
-        return "{}"
+    def fault_frame(cls, fault: SpeechFault) -> None:
+        """A refusal (the agent full or draining): carriers have no error frame, so nothing
+        but the close (1013 try again later, 1001 going away), which the edge logs."""
 
     @property
     def has_unsent(self) -> bool:
@@ -192,6 +191,11 @@ class TelephonyCall(Connection):
     def marks_waiting(self) -> int:
         """Marks sent whose audio the carrier has not said it played."""
         return len(self._marks)
+
+    def transcript(self) -> list[tuple[str, str, str]]:
+        """The call as the agent holds it: (item id, role, text) of each item in order, the
+        caller's turns as the recognizer heard them, the answers as the caller heard them."""
+        return [(entry.item.id, entry.item.role, entry.text) for entry in self.session.conversation.entries]
 
     async def handle(self, message: str | bytes) -> None:
         if len(message) > MAX_FRAME_BYTES:
@@ -242,7 +246,10 @@ class TelephonyCall(Connection):
         except RealtimeError as error:  # no recognizer here: the call is spoken to, not heard
             logger.warning("%s cannot hear the caller: %s", self.a_kind, error.message)
         if self.options.greeting:
-            await self.session.say(self.options.greeting)
+            try:
+                await self.session.say(self.options.greeting)
+            except RealtimeError as error:  # the agent at its answers' limit: the call goes on ungreeted
+                logger.warning("%s (%s) not greeted: %s", self.a_kind, self.call_id, error.message)
 
     async def _pressed(self, digits: str) -> None:
         """Keys pressed: a user turn of their own, answered (cutting any answer playing)."""

@@ -236,6 +236,23 @@ async def test_say_as_telephone_reads_digit_by_digit(speech_server: str) -> None
     assert await _openai(speech_server, telephone) == await _openai(speech_server, written)
 
 
+async def test_several_documents_in_one_stream_are_each_spoken(speech_server: str) -> None:
+    """Streamed text holding two ``<speak>`` documents back to back (cut anywhere across
+    messages): each is read as a document of its own, its break heard, not refused as one
+    malformed document."""
+    text = '<speak>Please hold<break time="700ms"/> while I check.</speak><speak>Thanks.</speak>'
+    peer = await WirePeer.open(speech_server)
+    for start in range(0, len(text), 9):
+        await peer.send({"text": text[start : start + 9], "request_id": "d", "continue": True})
+    await peer.send({"text": "", "request_id": "d", "continue": False})
+    answer = await peer.answer(120)
+    await peer.close()
+    assert answer.last["type"] == "synthesis_complete", answer.last
+    audio = _pcm(bytes(answer.audio))
+    assert abs(longest_pause_s(audio, RATE) - 0.7) <= 0.025
+    assert speech_s(audio, RATE) > speech_s(_pcm(await _openai(speech_server, BREAK_TEXT)), RATE)  # and "Thanks."
+
+
 async def test_a_split_tag_keeps_the_writers_words_and_offsets(speech_server: str) -> None:
     peer = await WirePeer.open(speech_server)
     for index, piece in enumerate(SPLIT):

@@ -1,6 +1,7 @@
 """The vendors' pronunciation dictionaries on a real server: ElevenLabs' add-from-file (PLS,
 multipart) and add-from-rules, list and get, and its locators on the REST and WebSocket
-routes; Cartesia's dictionaries through the official SDK; Kokoro-FastAPI's /dev/phonemize and
+routes, by hand and through the official ``elevenlabs`` SDK; Cartesia's dictionaries through
+its official SDK; Kokoro-FastAPI's /dev/phonemize and
 /dev/generate_from_phonemes. A dictionary's words reach the model as its phonemes, and the
 dictionaries outlive a restart, within their bounds."""
 
@@ -116,6 +117,48 @@ async def test_locators_apply_on_the_rest_and_websocket_routes(server: str) -> N
             assert "error" not in answer, answer
             audio += base64.b64decode(answer.get("audio") or "")
     assert bytes(audio) == base64.b64decode(timed.json()["audio_base64"])
+
+
+def test_elevenlabs_dictionaries_through_the_official_sdk(server: str) -> None:
+    """The ``elevenlabs`` SDK's own client, pointed at the server: a dictionary from a PLS file
+    and one from rules (the SDK's rule models), listed and got with their rules; speech with
+    their locators is the speech of the same text with the lexicon's phonemes written inline
+    (the model received them), and differs from the speech without."""
+    from elevenlabs import ElevenLabs, PronunciationDictionaryVersionLocator
+    from elevenlabs.pronunciation_dictionaries import (
+        BodyAddAPronunciationDictionaryV1PronunciationDictionariesAddFromRulesPostRulesItem_Alias as Alias,
+    )
+    from elevenlabs.pronunciation_dictionaries import (
+        BodyAddAPronunciationDictionaryV1PronunciationDictionariesAddFromRulesPostRulesItem_Phoneme as Phoneme,
+    )
+
+    client = ElevenLabs(api_key="unused", base_url=server, timeout=120)
+    dictionaries = client.pronunciation_dictionaries
+    from_file = dictionaries.create_from_file(name="drugs", file=("drugs.pls", PLS.encode(), "application/pls+xml"),
+                                              description="names")
+    assert (from_file.name, from_file.version_rules_num, from_file.description) == ("drugs", 1, "names")
+    from_rules = dictionaries.create_from_rules(name="fruit", rules=[
+        Phoneme(string_to_replace="Flomper", phoneme=FLOMPER, alphabet="ipa"),
+        Alias(string_to_replace="WHO", alias="World Health Organization", case_sensitive=None),
+    ])
+    assert from_rules.version_rules_num == 2
+    listed = dictionaries.list(page_size=10)
+    assert [d.name for d in listed.pronunciation_dictionaries] == ["drugs", "fruit"] and not listed.has_more
+    got = dictionaries.get(from_rules.id)
+    assert (got.latest_version_id, got.latest_version_rules_num) == (from_rules.version_id, 2)
+    assert [(r.type, r.string_to_replace) for r in got.rules] == [("phoneme", "Flomper"), ("alias", "WHO")]
+    assert got.rules[0].phoneme == FLOMPER and got.rules[0].alphabet == "ipa" and got.rules[1].case_sensitive
+    assert dictionaries.get(from_file.id).rules[0].phoneme == "zəɹˈɛltoʊ"
+
+    def spoken(text: str, *added: object) -> bytes:
+        locators = [PronunciationDictionaryVersionLocator(pronunciation_dictionary_id=a.id, version_id=a.version_id)
+                    for a in added]
+        return b"".join(client.text_to_speech.convert("af_heart", text=text, output_format="pcm_24000",
+                                                      **({"pronunciation_dictionary_locators": locators} if added else {})))
+
+    with_locators = spoken("Take Xarelto with a Flomper.", from_file, from_rules)
+    assert with_locators == spoken(f"Take [Xarelto](/zəɹˈɛltoʊ/) with a [Flomper](/{FLOMPER}/).")
+    assert with_locators != spoken("Take Xarelto with a Flomper.")
 
 
 def test_cartesia_dictionaries_through_the_sdk(server: str) -> None:

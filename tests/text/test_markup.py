@@ -205,3 +205,35 @@ def test_streamed_text_is_never_cut_inside_markup(text: str, step: int) -> None:
         assert unfinished_markup(chunk.raw) is None
         parse(chunk.raw, "en-us", VOCAB)  # each chunk reads without error
     assert len(chunks) >= (1 if text.startswith("<speak>") else 2)
+
+
+SEVERAL_DOCUMENTS = [
+    ('<speak>One. <break time="1s"/> Two.</speak><speak>Three.</speak>',
+     ['<speak>One. <break time="1s"/> Two.</speak>', "<speak>Three.</speak>"]),
+    ("<speak>One.</speak>\n<speak>Two.</speak> And plain text. Then more.",
+     ["<speak>One.</speak>", "<speak>Two.</speak>", "And plain text.", "Then more."]),
+    ("Plain first. <speak>A document.</speak> <speak>Another.</speak>",
+     ["Plain first.", "<speak>A document.</speak>", "<speak>Another.</speak>"]),
+    ("Plain first <speak>A document.</speak>", ["Plain first", "<speak>A document.</speak>"]),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), SEVERAL_DOCUMENTS)
+@pytest.mark.parametrize("step", [1, 4, 1000])
+@pytest.mark.parametrize("sentences", [1, 3])
+def test_each_streamed_document_is_a_chunk_of_its_own(text: str, expected: list[str], step: int,
+                                                       sentences: int) -> None:
+    """Several ``<speak>`` documents in one stream: each complete one is a chunk (however the
+    text came, and when the schedule groups sentences), so each parses as a document."""
+    from voicestream.text import ChunkSchedule, IncrementalSentenceChunker
+
+    chunker = IncrementalSentenceChunker(ChunkSchedule(sentences=(sentences,)))
+    chunks = [chunk for start in range(0, len(text), step) for chunk in chunker.feed_chunks(text[start : start + step])]
+    chunks += chunker.flush_chunks()
+    grouped = [c.raw for c in chunks]
+    if sentences == 1:
+        assert grouped == expected
+    assert [c for c in grouped if c.startswith("<speak>")] == [e for e in expected if e.startswith("<speak>")]
+    for chunk in chunks:
+        assert text[chunk.start : chunk.end] == chunk.raw
+        parse(chunk.raw, "en-us", VOCAB)

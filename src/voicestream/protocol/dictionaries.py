@@ -41,15 +41,16 @@ class Rule:
 class ElevenLabsRule(InboundMessage):
     """``{"type": "alias", "string_to_replace", "alias"}`` or ``{"type": "phoneme",
     "string_to_replace", "phoneme", "alphabet": "ipa"}``; ``case_sensitive`` (ElevenLabs'
-    default: true) is followed, ``word_boundaries`` accepted (a word always matches whole)."""
+    default, also when null: true) is followed, ``word_boundaries`` accepted (a word always
+    matches whole)."""
 
     type: Literal["alias", "phoneme"]
     string_to_replace: _Grapheme
     alias: _Str | None = None
     phoneme: _Str | None = None
     alphabet: _Str = "ipa"
-    case_sensitive: Annotated[bool, Field(strict=True)] = True
-    word_boundaries: Annotated[bool, Field(strict=True)] = True
+    case_sensitive: Annotated[bool, Field(strict=True)] | None = None
+    word_boundaries: Annotated[bool, Field(strict=True)] | None = None
 
 
 class ElevenLabsRules(InboundMessage):
@@ -105,17 +106,18 @@ def parse_elevenlabs_rules(data: Mapping[str, Any]) -> tuple[str, str, list[Rule
     body: ElevenLabsRules = _parse(ElevenLabsRules, data, "add-from-rules")
     rules = []
     for index, rule in enumerate(body.rules):
+        exact_case = rule.case_sensitive is not False
         if rule.type == "phoneme":
             if rule.alphabet.lower() != "ipa":
                 raise ProtocolError(ErrorCode.INVALID_MESSAGE,
                                     f"rules.{index}: alphabet {rule.alphabet!r} is not read; write the phoneme in IPA")
             if not rule.phoneme:
                 raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"rules.{index}: a phoneme rule needs phoneme")
-            rules.append(Rule(rule.string_to_replace, rule.phoneme, None, rule.case_sensitive))
+            rules.append(Rule(rule.string_to_replace, rule.phoneme, None, exact_case))
         else:
             if not rule.alias:
                 raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"rules.{index}: an alias rule needs alias")
-            rules.append(Rule(rule.string_to_replace, None, rule.alias, rule.case_sensitive))
+            rules.append(Rule(rule.string_to_replace, None, rule.alias, exact_case))
     return body.name, body.description or "", rules
 
 
@@ -183,6 +185,19 @@ def elevenlabs_metadata(dictionary: StoredDictionary) -> dict[str, Any]:
         "creation_time_unix": int(dictionary.created_at), "archived_time_unix": None,
         "description": dictionary.description or None,
     }
+
+
+def elevenlabs_dictionary(dictionary: StoredDictionary) -> dict[str, Any]:
+    """A dictionary as ElevenLabs gets it: its metadata and its rules (IPA phonemes or aliases)."""
+    rules = [
+        {"type": "phoneme", "string_to_replace": rule.grapheme, "phoneme": rule.ipa, "alphabet": "ipa",
+         "case_sensitive": rule.exact_case, "word_boundaries": True}
+        if rule.ipa is not None else
+        {"type": "alias", "string_to_replace": rule.grapheme, "alias": rule.alias,
+         "case_sensitive": rule.exact_case, "word_boundaries": True}
+        for rule in dictionary.rules
+    ]
+    return {**elevenlabs_metadata(dictionary), "rules": rules}
 
 
 def cartesia_dictionary(dictionary: StoredDictionary) -> dict[str, Any]:

@@ -5,8 +5,10 @@ chunker hands each sentence to speech synthesis as soon as it is unambiguous, an
 same sentences whatever way the text was fragmented.
 
 How that is guaranteed: the chunker keeps the text it has not emitted yet and scans it for
-candidate boundaries (a sentence mark, a newline, a list marker; for the first chunk in
-latency mode also a clause mark, a break word or the word cap, see `ChunkSchedule`). Each candidate is decided by reading only characters that have arrived; a decision
+candidate boundaries (a sentence mark, a newline, a list marker, the ``</speak>`` that closes
+an SSML document, each document being a chunk of its own; for the first chunk in latency
+mode also a clause mark, a break word or the word cap, see `ChunkSchedule`; never inside
+markup). Each candidate is decided by reading only characters that have arrived; a decision
 that needs a character beyond the end raises `_NeedMoreText`, and the scan stops there
 until more text comes. A decision never depends on where the available text ends, so it
 is the same whether the text came whole or one character at a time.
@@ -16,8 +18,9 @@ Invariant on the output (see the property tests):
 - removing all whitespace, the concatenated chunks followed by what `flush` dropped equal
   the input, and what `flush` dropped contains no letter or digit;
 - for text without the unspaced sentence marks of scripts like Chinese ("。！？"), every
-  boundary falls on whitespace, so `" ".join(chunks)` is the input with whitespace runs
-  collapsed to one space and stripped, less that unspeakable tail.
+  boundary falls on whitespace (or after a document's ``</speak>``), so `" ".join(chunks)`
+  is the input (with no documents back to back) with whitespace runs collapsed to one
+  space and stripped, less that unspeakable tail.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from voicestream.text.abbreviations import (
     abbreviation_kind,
     precedes_numbers,
 )
-from voicestream.text.markup import ends_inside_markup
+from voicestream.text.markup import document_ends_at, ends_inside_markup
 from voicestream.text.schedule import (
     BREAK_WORDS,
     CUTS_END_AFTER_WORDS,
@@ -128,6 +131,18 @@ class _Lookahead:
         raise _NeedMoreText
 
 
+_DOCUMENT_OPENERS = ("<speak", "<?xml", "<!doctype")
+
+
+def _opens_document(text: _Lookahead, i: int) -> bool:
+    """Whether an SSML document opens at ``i`` (``<speak`` and a space, ``>`` or ``/``;
+    ``<?xml``; ``<!DOCTYPE``), reading only as far as that is undecided."""
+    for opener in _DOCUMENT_OPENERS:
+        if all(text[i + k].lower() == opener[k] for k in range(len(opener))):
+            return opener != "<speak" or text[i + len(opener)] in " \t\r\n>/"
+    return False
+
+
 class IncrementalSentenceChunker:
     """Cuts streamed text into sentences for speech synthesis.
 
@@ -180,7 +195,10 @@ class IncrementalSentenceChunker:
     def _ready_chunks(self) -> list[Chunk]:
         chunks: list[Chunk] = []
         while (boundary := self._scan()) is not None:
-            mid_sentence = self._cut_mid_sentence
+            mid_sentence, document = self._cut_mid_sentence, self._cut_document
+            if document and self._group:  # an SSML document is a chunk of its own
+                chunks.append(self._take_group())
+                self._chunks_emitted += 1
             if not self._group:
                 self._group_start = self._pending_start
             self._group.append(self._pending[:boundary])
@@ -189,7 +207,7 @@ class IncrementalSentenceChunker:
             if mid_sentence:  # a latency-mode cut: the chunk ends inside a sentence
                 chunks.append(self._take_group())
                 self._cuts += 1
-            elif len(self._group) >= self.schedule.sentences_in(self._chunks_emitted):
+            elif document or len(self._group) >= self.schedule.sentences_in(self._chunks_emitted):
                 chunks.append(self._take_group())
                 self._chunks_emitted += 1
         return chunks
@@ -236,6 +254,8 @@ class IncrementalSentenceChunker:
         self._lookahead = _Lookahead(pending, self._ended)
         self._cut_mid_sentence = False
         """Whether the boundary `_scan` returns is a latency-mode cut, not a sentence end."""
+        self._cut_document = False
+        """Whether the boundary `_scan` returns ends an SSML document (its ``</speak>``)."""
         self._position = 0
         """Where scanning resumes: every candidate before it was decided as no boundary."""
         self._speakable_seen = False
@@ -284,9 +304,14 @@ class IncrementalSentenceChunker:
 
     def _boundary_at(self, text: _Lookahead, i: int) -> int | None:
         char = text[i]
+        if char == ">" and document_ends_at(self._pending, i + 1):
+            self._cut_document = True
+            return i + 1
         if char in NEWLINES:
             return i + 1 if self._speakable_seen else None
         if i > self._last_token_start and not char.isspace() and (i == 0 or text[i - 1].isspace()):
+            if char == "<" and self._speakable_seen and _opens_document(text, i):
+                return i  # the text before a document is a chunk of its own
             boundary = self._first_chunk_break(text, i)
             if boundary is not None:
                 return boundary

@@ -239,6 +239,12 @@ def unfinished_markup(text: str) -> int | None:
     return min(starts) if starts else None
 
 
+def document_ends_at(text: str, end: int) -> bool:
+    """Whether ``text`` is an SSML document whose ``</speak>`` ends at ``end`` (reads only the
+    text's start and the characters just before ``end``)."""
+    return is_document(text) and _DOCUMENT_END.search(text, max(0, end - 64), end) is not None
+
+
 def ends_inside_markup(text: str) -> bool:
     """Whether ``text`` ends inside markup still coming (`unfinished_markup`); markup open for
     longer than its bound counts as plain text here (the server's stream refuses it)."""

@@ -2,8 +2,9 @@
 
 - ElevenLabs: ``POST /v1/pronunciation-dictionaries/add-from-file`` (multipart: ``name``,
   ``file`` a PLS lexicon, ``description``), ``POST .../add-from-rules`` (JSON rules, alias or
-  IPA phoneme), ``GET /v1/pronunciation-dictionaries/`` (list) and ``GET .../{id}/`` (get); a
-  request names them with ``pronunciation_dictionary_locators`` (`voicestream.protocol.elevenlabs`).
+  IPA phoneme), ``GET /v1/pronunciation-dictionaries/`` (list) and ``GET .../{id}/`` (get, with
+  its rules); a request names them with ``pronunciation_dictionary_locators``
+  (`voicestream.protocol.elevenlabs`).
 - Cartesia: ``POST /pronunciation-dicts/`` (``name``, ``items``), ``GET /pronunciation-dicts/``
   (cursor pages), ``GET`` and ``DELETE /pronunciation-dicts/{id}``; a request names one with
   ``pronunciation_dict_id``.
@@ -32,6 +33,7 @@ from voicestream.protocol.dictionaries import (
     StoredDictionary,
     cartesia_dictionary,
     elevenlabs_added,
+    elevenlabs_dictionary,
     elevenlabs_metadata,
     parse_cartesia_dictionary,
     parse_elevenlabs_rules,
@@ -53,7 +55,9 @@ from voicestream.text.lexicon import Entry
 
 
 def _stored(dictionary: Dictionary) -> StoredDictionary:
-    rules = [Rule(e.grapheme, e.ipa, e.alias, e.exact_case) for e in dictionary.entries]
+    """The dictionary for the formatters; each rule says whether only its own case matches
+    (the lexicon's rule for an entry that did not say)."""
+    rules = [Rule(e.grapheme, e.ipa, e.alias, e.case_sensitive) for e in dictionary.entries]
     return StoredDictionary(dictionary.id, dictionary.name, dictionary.version_id, dictionary.created_at,
                             dictionary.description, rules)
 
@@ -137,7 +141,7 @@ async def elevenlabs_list(request: Request) -> Response:
 
 
 async def elevenlabs_get(request: Request) -> Response:
-    return await _get(request, elevenlabs_metadata)
+    return await _get(request, elevenlabs_dictionary)
 
 
 # --- Cartesia --------------------------------------------------------------------------------

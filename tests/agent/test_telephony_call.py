@@ -37,6 +37,19 @@ def said(call_: TelephonyCall) -> bool:
     return call_.session.response is None and call_.session.last_response is not None
 
 
+def cut_with_nothing_playing(call_: TelephonyCall, phone) -> bool:
+    """The caller spoke while the carrier had nothing left to play (on a loaded machine the
+    render can fall behind playback between two pieces): the answer is cut and there is
+    nothing to clear. A clear is then not sent; the answer must still have been cancelled."""
+    last = call_.session.last_response
+    return (
+        call_.session.response is None
+        and last is not None
+        and last.item.status == "incomplete"
+        and not phone.to_play
+    )
+
+
 def the_call(service) -> TelephonyCall:
     (connection,) = [c for c in service.connections if isinstance(c, TelephonyCall)]
     return connection
@@ -69,21 +82,21 @@ async def test_a_twilio_call_greets_answers_is_cut_by_the_caller_and_hangs_up(sp
             twilio.say(question, then_silence_s=1.5)
             await until(lambda: twilio.played_bytes - answer_from > 8000 * 1.5, 90, "the answer")
             twilio.say(interruption, then_silence_s=1.0)
-            await until(lambda: twilio.clears, 60, "the clear")  # bounds a failure only
-            _, played_at_clear = twilio.clears[0]
+            await until(lambda: twilio.clears or cut_with_nothing_playing(call_, twilio), 60, "the clear")
             assert not twilio.to_play
             # The caller's question was heard, and the answer was what the LLM wrote.
             assert "long answer" in echo(llm.requests[0]["messages"]).lower()
             hanging_up = call_.session
 
-        # The conversation keeps what had played of the cut answer, to the marks' word.
         (answer,) = [
             e.turn for e in hanging_up.conversation.entries
             if e.turn is not None and "long answer" in e.turn.question.lower()
         ]
-        played_ms = (played_at_clear - answer_from) * 1000 / 8000
         assert answer.heard_s is not None
-        assert abs(answer.heard_s * 1000 - played_ms) <= 100, (answer.heard_s, played_ms)
+        if twilio.clears:  # the conversation keeps what had played of the cut answer, to the marks' word
+            _, played_at_clear = twilio.clears[0]
+            played_ms = (played_at_clear - answer_from) * 1000 / 8000
+            assert abs(answer.heard_s * 1000 - played_ms) <= 100, (answer.heard_s, played_ms)
         # The hang-up freed the call: no socket, no answer under way, no task of its session.
         await until(lambda: not services[0].connections and services[0].active_answers == 0, 30, "the hang-up")
         assert hanging_up.response is None and not hanging_up.busy
@@ -130,7 +143,8 @@ async def test_each_carrier_hears_the_caller_answers_clears_and_takes_keys(speec
             loudest = float(abs(pcm16_to_float(answer) if carrier == "vonage" else mulaw_to_float(answer)).max())
             assert loudest > 0.1
             phone.say(spoken(speech_server, "Wait a moment."), then_silence_s=1.0)
-            await until(lambda: phone.clears, 60, "the clear")  # bounds a failure only
+            call_ = the_call(services[0])
+            await until(lambda: phone.clears or cut_with_nothing_playing(call_, phone), 60, "the clear")
             assert "long answer" in echo(llm.requests[0]["messages"]).lower()
             await phone.socket.send(phone.carrier.dtmf("7"))
             await until(lambda: any("pressed 7" in echo(r["messages"]) for r in llm.requests), 60, "the key press")

@@ -13,10 +13,13 @@ from tests.asr import words
 from tests.web.browser import SOUND_LEVEL, launch_chromium, microphone_page, open_page, spoken_wav
 
 QUESTION = "Tell me a long story about a lighthouse keeper."
-PAUSE_S = 3.0
-"""Silence after the question in the looped file: the server's semantic VAD ends the turn at
-its first pause (at most 4 s), and the page mutes the microphone once it is committed, before
-the question comes round again."""
+PAUSE_S = 8.0
+"""Silence after the question in the looped file: the server's semantic VAD ends the turn
+1,000 ms into it (the confirmation), and the page mutes the microphone once it is committed,
+before the question comes round again. On a loaded machine the verdict at the pause can take
+seconds, and the audio after it is heard only then: were the question to come round before
+the mute, the agent would hear the speaker go on (and wait for that turn) instead of
+answering."""
 RATE = 48000
 
 MUTE_AT_END_OF_TURN = """() => new Promise((resolve, reject) => {

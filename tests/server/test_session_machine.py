@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from tests.server.test_face_machines import kinds
+from tests.server.test_face_machines import sent as frames
 
 from voicestream.engine.alignment import TimedWord
 from voicestream.protocol import ErrorCode, ProtocolError, SpeechFault
@@ -21,7 +23,6 @@ from voicestream.server.contexts import (
     Marked,
     Open,
     Refused,
-    Send,
     Sentence,
     Turn,
     WaitSent,
@@ -29,15 +30,6 @@ from voicestream.server.contexts import (
 )
 from voicestream.server.faces.session import SessionMachine, _Phase, _State
 from voicestream.text import STREAMED, STREAMED_SENTENCES, IncrementalSentenceChunker
-
-
-def kinds(commands: list[Any]) -> list[str]:
-    return [type(command).__name__ for command in commands]
-
-
-def frames(commands: list[Any]) -> list[Any]:
-    """The frames among ``commands``: JSON ones decoded, audio as bytes."""
-    return [json.loads(c.frame) if isinstance(c.frame, str) else c.frame for c in commands if isinstance(c, Send)]
 
 
 def message(**fields: object) -> str:

@@ -135,8 +135,8 @@ def transcribe_short(whisper: Any, samples: npt.NDArray[np.float32]) -> str | No
     """What Whisper hears in `samples` (16 kHz, at most `SHORT_CONTEXT_S`), encoded over their
     own length and a second of padding (at least `MIN_CONTEXT_FRAMES`) rather than Whisper's
     30 s window: the encoder's cost follows the frames it reads, so a 3 s turn is heard about
-    three times sooner, with the same words (greedy decoding, no timestamps, faster-whisper's suppressed tokens and no-speech
-    test). None when the pass went wrong as short passes can (a text that repeats itself,
+    2.5 times sooner, mostly with the same words (greedy decoding with timestamps, as
+    faster-whisper decodes, its suppressed tokens and its no-speech test). None when the pass went wrong as short passes can (a text that repeats itself,
     faster-whisper's compression-ratio test, or one that fills its token budget): the caller
     hears the turn in the full window instead."""
     from faster_whisper.tokenizer import Tokenizer

@@ -283,12 +283,15 @@ def measure_telephony(
     max_tokens: int = 60,
     window_s: float = 10.0,
     barge_in: bool = True,
+    asr_model: str | None = None,
 ) -> TelephonyReport:
     """Measure `questions` over a Twilio call and over /v1/realtime, one barge-in on the call
-    (`barge_in`), and `calls` calls of silence over `window_s` (0: none)."""
+    (`barge_in`), and `calls` calls of silence over `window_s` (0: none); the agent hears with
+    `asr_model` (as `voicestream agent --asr-model`; None: its default)."""
     from voicestream.agent.app import AgentSettings, create_app, running_agent
     from voicestream.agent.runtime import AnswerLimits
     from voicestream.agent.settings import TelephonySettings
+    from voicestream.agent.speech_input import default_asr_model
 
     if llm not in LLMS:
         raise ValueError(f"unknown LLM {llm!r}: choose {', '.join(LLMS)}")
@@ -300,6 +303,7 @@ def measure_telephony(
         "llm": llm,
         "max_tokens": max_tokens,
         "turn_detection": "semantic_vad",
+        "asr_model": asr_model or default_asr_model(),
         "carrier": "stand-in Twilio (Media Streams, mu-law 8 kHz both ways)",
         "question_voice": QUESTION_VOICE,
         "idle_calls": calls,
@@ -312,7 +316,7 @@ def measure_telephony(
         advance(len(renders))
         with running_server(engine) as speech_url:
             settings = AgentSettings(
-                speech_url=speech_url, max_tokens=max_tokens, limits=limits,
+                speech_url=speech_url, max_tokens=max_tokens, limits=limits, asr_model=asr_model,
                 telephony=TelephonySettings(twilio_auth_token=TOKEN, greeting=GREETING),
             )
             model = FirstTokens(settings.create_model() if llm == "local" else EchoModel())

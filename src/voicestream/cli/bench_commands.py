@@ -257,6 +257,11 @@ def bench_telephony(
                           "(the audio path alone).")
     ] = "local",
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Cap on each answer's tokens.")] = 60,
+    asr_model: Annotated[
+        str | None, typer.Option("--asr-model", help="The agent's Whisper model, as `voicestream agent --asr-model` "
+                                 "takes it (default: the agent's own, tiny.en offline); `whisper-base`: the offline "
+                                 "multilingual Whisper base of the bench extra.")
+    ] = None,
     model_dir: ModelDir = None,
     json_file: JsonFile = None,
     plot_file: PlotFile = None,
@@ -273,7 +278,7 @@ def bench_telephony(
         raise typer.BadParameter(f"choose from {', '.join(LLMS)}", param_hint="--llm")
     report = measure_telephony(
         load_engine(model_dir), QUESTIONS[:questions], calls=calls, llm=llm, max_tokens=max_tokens,
-        window_s=window_s, barge_in=barge_in,
+        window_s=window_s, barge_in=barge_in, asr_model=_asr_model(asr_model),
     )
     publish(report.to_report(), json_file, plot_file)
 
@@ -307,6 +312,18 @@ def bench_page(
         stderr.print(f"[red]error:[/red] {missing}")
         raise typer.Exit(2) from None
     publish(report.to_report(), json_file, plot_file)
+
+
+def _asr_model(name: str | None) -> str | None:
+    """`--asr-model` as the agent takes it; `whisper-base` is the dev group's offline Whisper base."""
+    if name != "whisper-base":
+        return name
+    from voicestream.bench.asr import whisper_base_dir
+
+    try:
+        return str(whisper_base_dir())
+    except ModuleNotFoundError as error:
+        raise typer.BadParameter(f"Whisper base needs {error.name} (the dev group)", param_hint="--asr-model") from None
 
 
 def _milliseconds(values: str, option: str) -> list[int]:

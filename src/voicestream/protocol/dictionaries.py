@@ -190,11 +190,9 @@ def elevenlabs_metadata(dictionary: StoredDictionary) -> dict[str, Any]:
 def elevenlabs_dictionary(dictionary: StoredDictionary) -> dict[str, Any]:
     """A dictionary as ElevenLabs gets it: its metadata and its rules (IPA phonemes or aliases)."""
     rules = [
-        {"type": "phoneme", "string_to_replace": rule.grapheme, "phoneme": rule.ipa, "alphabet": "ipa",
-         "case_sensitive": rule.exact_case, "word_boundaries": True}
-        if rule.ipa is not None else
-        {"type": "alias", "string_to_replace": rule.grapheme, "alias": rule.alias,
-         "case_sensitive": rule.exact_case, "word_boundaries": True}
+        {"string_to_replace": rule.grapheme, "case_sensitive": rule.exact_case, "word_boundaries": True,
+         **({"type": "phoneme", "phoneme": rule.ipa, "alphabet": "ipa"} if rule.ipa is not None
+            else {"type": "alias", "alias": rule.alias})}
         for rule in dictionary.rules
     ]
     return {**elevenlabs_metadata(dictionary), "rules": rules}

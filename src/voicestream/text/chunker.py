@@ -37,7 +37,12 @@ from voicestream.text.abbreviations import (
     abbreviation_kind,
     precedes_numbers,
 )
-from voicestream.text.markup import document_ends_at, ends_inside_markup
+from voicestream.text.markup import (
+    DOCUMENT_OPENERS,
+    SPEAK_NAME_ENDS,
+    document_ends_at,
+    ends_inside_markup,
+)
 from voicestream.text.schedule import (
     BREAK_WORDS,
     CUTS_END_AFTER_WORDS,
@@ -131,15 +136,12 @@ class _Lookahead:
         raise _NeedMoreText
 
 
-_DOCUMENT_OPENERS = ("<speak", "<?xml", "<!doctype")
-
-
 def _opens_document(text: _Lookahead, i: int) -> bool:
-    """Whether an SSML document opens at ``i`` (``<speak`` and a space, ``>`` or ``/``;
-    ``<?xml``; ``<!DOCTYPE``), reading only as far as that is undecided."""
-    for opener in _DOCUMENT_OPENERS:
+    """Whether an SSML document opens at ``i`` (`markup.DOCUMENT_OPENERS`, as `is_document`
+    reads them), reading only as far as that is undecided."""
+    for opener in DOCUMENT_OPENERS:
         if all(text[i + k].lower() == opener[k] for k in range(len(opener))):
-            return opener != "<speak" or text[i + len(opener)] in " \t\r\n>/"
+            return opener != "<speak" or text[i + len(opener)] in SPEAK_NAME_ENDS
     return False
 
 

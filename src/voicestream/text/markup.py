@@ -57,7 +57,14 @@ KNOWN_ELEMENTS = frozenset({
 })
 """Elements whose meaning is followed; any other element's text is read, and logged once."""
 
-_DOCUMENT = re.compile(r"\s*<(?:speak[\s>/]|\?xml|!DOCTYPE)", re.IGNORECASE)
+DOCUMENT_OPENERS = ("<speak", "<?xml", "<!doctype")
+"""What an SSML document opens with (any case); ``<speak`` only before `SPEAK_NAME_ENDS`."""
+SPEAK_NAME_ENDS = " \t\r\n>/"
+_DOCUMENT = re.compile(
+    r"\s*(?:<speak[" + re.escape(SPEAK_NAME_ENDS) + "]|"
+    + "|".join(re.escape(opener) for opener in DOCUMENT_OPENERS[1:]) + ")",
+    re.IGNORECASE,
+)
 _TAG_START = re.compile(r"<[A-Za-z/!?]")
 _DOCUMENT_END = re.compile(r"</speak\s*>$", re.IGNORECASE)
 _BARE_TAG = re.compile(r"<(/?)(break|phoneme|sub|say-as)(?=[\s/>])([^<>]*)>", re.IGNORECASE)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from voicestream.agent.conversation import (
     ENDED_WITHIN_S,
+    OPENING,
     ConversationLimits,
     ConversationStore,
     SpokenPiece,
@@ -93,10 +94,12 @@ def test_chat_alternates_and_joins_a_question_that_got_no_answer():
 
 def test_a_greeting_opens_no_empty_user_message():
     """A phone call's greeting is an answer nobody asked for: Bedrock refuses an empty text
-    block and a conversation that opens with the assistant, so it is left out where it opens
-    the conversation, and joins the answer before it elsewhere."""
+    block and a conversation that opens with the assistant, so where it opens the
+    conversation it follows `OPENING` as the user's (the model knows it greeted), and
+    elsewhere it joins the answer before it."""
     greeted = chat([("", "Hello, how can I help?")], "What time is it?")
-    assert greeted == [{"role": "user", "content": [{"text": "What time is it?"}]}]
+    assert [m["role"] for m in greeted] == ["user", "assistant", "user"]
+    assert texts(greeted) == [OPENING, "Hello, how can I help?", "What time is it?"]
 
     later = chat([("Hi.", "Hello."), ("", "Are you still there?")], "Yes.")
     assert [m["role"] for m in later] == ["user", "assistant", "user"]
@@ -108,7 +111,7 @@ def test_a_realtime_conversation_that_opens_with_a_greeting_sends_its_question_f
     conversation.add(Item(role="assistant", content=[ContentPart(type="output_text", text="Hello, how can I help?")]))
     conversation.add(Item(role="user", content=[ContentPart(type="input_text", text="What time is it?")]))
 
-    assert conversation.messages() == [{"role": "user", "content": [{"text": "What time is it?"}]}]
+    assert texts(conversation.messages()) == [OPENING, "Hello, how can I help?", "What time is it?"]
 
 
 @given(st.lists(st.tuples(st.sampled_from(["", " ", "q"]), st.sampled_from(["", " ", "a"])), max_size=6),

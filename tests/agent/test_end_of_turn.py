@@ -1,4 +1,5 @@
-"""The end of a turn without a socket: the words' verdict as a table, Smart Turn's features
+"""The end of a turn without a socket: the words' verdict as a table, the words' model (the
+local LLM's SmolLM2) on questions cut after a word and whole ones, Smart Turn's features
 against pipecat's own extractor, and the input buffer's turn events, held at a pause until its
 verdict, on real speech (the engine's, through the speech server) and the real Silero VAD."""
 
@@ -9,7 +10,9 @@ import pytest
 from tests.agent.realtime_checks import silence, spoken, trimmed
 
 from voicestream.agent.realtime.end_of_turn import (
+    TEXT_FINISHED_PROBABILITY,
     SmartTurn,
+    TextTurn,
     TurnModelUnavailable,
     Verdict,
     model_path,
@@ -56,6 +59,70 @@ def test_the_words_can_keep_a_turn_open_and_the_audio_decides_the_rest(
     assert verdict(probability, transcript) is expected
 
 
+@pytest.mark.parametrize(
+    ("transcript", "probability", "text_probability", "expected"),
+    [
+        ("What is the capital of France?", 0.9, 0.81, Verdict.SURE),  # both: the short confirmation
+        ("what is the capital of france", 0.9, 0.81, Verdict.SURE),  # the model reads no punctuation
+        ("Who painted.", 0.93, 0.02, Verdict.FINISHED),  # the audio alone: the longer one
+        ("Why is the sky blue?", 0.3, 0.5, Verdict.FINISHED),  # the words alone
+        ("How far away is", 0.3, 0.001, Verdict.GOES_ON),
+        ("I went to the store and", 0.9, 0.9, Verdict.GOES_ON),  # the rules come first
+        ("So I was thinking,", 0.9, 0.9, Verdict.GOES_ON),
+        ("[BLANK_AUDIO]", 0.9, 0.9, Verdict.NO_WORDS),
+    ],
+)
+def test_the_words_model_makes_a_verdict_sure_where_the_audio_agrees(
+    transcript, probability, text_probability, expected
+):
+    assert verdict(probability, transcript, text_probability) is expected
+
+
+CUT_QUESTIONS = (
+    "How many legs does",
+    "What is the capital of",
+    "Can you tell me why",
+    "Who painted",
+    "How far away is",
+    "Who wrote",
+    "I want to know",
+)
+"""Questions cut after a word (`bench voice`'s hesitations among them), as Whisper may write
+them: with a guessed "?" or "."."""
+WHOLE_QUESTIONS = (
+    "What is the capital of France?",
+    "Who painted the Mona Lisa?",
+    "Who wrote Romeo and Juliet",
+    "How far away is the moon from the earth?",
+    "Why do cats purr",
+    "Tell me a joke.",
+    "Yes.",
+)
+
+
+def test_the_words_model_tells_a_question_cut_after_a_word_from_a_whole_one():
+    """SmolLM2 on the words alone, their punctuation ignored: every cut question below the
+    cut, every whole one (with or without a "?") at or above it; each run counted."""
+    model = TextTurn.load()
+    before = model.runs
+    cut = {text: model.probability(f"{text}?") for text in CUT_QUESTIONS}
+    whole = {text: model.probability(text) for text in WHOLE_QUESTIONS}
+    assert max(cut.values()) < TEXT_FINISHED_PROBABILITY, cut
+    assert min(whole.values()) >= TEXT_FINISHED_PROBABILITY, whole
+    assert model.probability("Who painted.") == pytest.approx(cut["Who painted"])
+    assert model.probability("(coughs)") == 0.0
+    assert model.runs - before == len(CUT_QUESTIONS) + len(WHOLE_QUESTIONS) + 1
+    assert model.cpu_s > 0
+
+
+def test_the_words_model_can_be_turned_off_or_missing(tmp_path):
+    with pytest.raises(TurnModelUnavailable):
+        TextTurn.load("off")
+    with pytest.raises(TurnModelUnavailable):
+        TextTurn.load(str(tmp_path / "nothing.gguf"))
+    assert TextTurn.load_optional("off") is None
+
+
 def test_trailing_off_is_read_from_the_end_of_the_words():
     assert trails_off("Well…") and trails_off("and then -") and trails_off("because")
     assert not trails_off("Yes.") and not trails_off("Where are you from?")
@@ -86,21 +153,24 @@ def pcm(samples: np.ndarray) -> bytes:
     return float_to_pcm16(samples.astype(np.float32)).tobytes()
 
 
-def test_a_judged_pause_holds_the_audio_after_it_until_its_verdict(speech_server):
+@pytest.mark.parametrize("judged", [Verdict.FINISHED, Verdict.SURE])
+def test_a_judged_pause_holds_the_audio_after_it_until_its_verdict(speech_server, judged):
     """Semantic: a question and 1.5 s of silence, appended at once, stop at the pause (the
     rest not heard yet); judged finished, the turn ends where its silence reaches the
-    eagerness's confirmation (1,000 ms) and is taken without the audio after that, which is
-    then heard as the next turn's silence."""
+    eagerness's confirmation (1,000 ms; 300 ms judged sure) and is taken without the audio
+    after that, which is then heard as the next turn's silence."""
     vad = SemanticVad()
+    wait_ms = vad.sure_ms if judged is Verdict.SURE else vad.confirm_ms
+    assert (vad.confirm_ms, vad.sure_ms) == (1000, 300)
     audio = InputAudio("audio/pcm", vad)
     question = trimmed(spoken(speech_server, "What is the capital of France?"))
     events = audio.append(silence(0.5) + question + silence(1.5))
     assert [type(e) for e in events] == [SpeechStart, Pause]
     pause = events[-1]
     assert audio.holding == pause and audio.held_ms < audio.ms - audio.start_ms - 500
-    assert audio.go_on(Verdict.FINISHED) == [SpeechStop(pause.ms)]
+    assert audio.go_on(judged) == [SpeechStop(pause.ms)]
     heard_ms = len(audio.take()) / 16
-    assert pause.ms + vad.confirm_ms <= heard_ms <= pause.ms + vad.confirm_ms + WINDOW_MS, "not the rest"
+    assert pause.ms + wait_ms <= heard_ms <= pause.ms + wait_ms + WINDOW_MS, "not the rest"
     assert audio.go_on() == [] and audio.holding is None and not audio.speaking
 
 
@@ -113,7 +183,7 @@ def test_speech_within_the_confirmation_resumes_a_turn_judged_finished(speech_se
     click[:24] = 0.8
     for eagerness, ends in (("auto", False), ("high", True)):
         audio = InputAudio("audio/pcm", SemanticVad(eagerness=eagerness))
-        events = audio.append(silence(0.3) + sentence + silence(0.3) + pcm(click) + silence(0.3) + sentence + silence(0.2))
+        events = audio.append(silence(0.3) + sentence + silence(0.3) + pcm(click) + silence(0.3) + sentence + silence(0.5))
         pause = events[-1]
         assert isinstance(pause, Pause), events
         after = audio.go_on(Verdict.FINISHED)

@@ -1,7 +1,8 @@
 """Turn-taking on the Realtime endpoint with `semantic_vad` (the openai SDK's client, the real
 agent and speech server, Silero VAD, Smart Turn v3 and Whisper, an echo LLM): a pause that
 leaves the question unfinished does not end the turn, a finished question ends at its first
-pause, `eagerness` sets how long an unfinished turn may pause, noise is no turn, and Smart
+pause (after a short silence where the audio and the words agree), `eagerness` sets how long
+an unfinished turn may pause, noise is no turn, and Smart
 Turn runs once per pause and never on silence.
 
 Each check reads the agent's own order of events, not the clock: the session hears a client's
@@ -136,22 +137,25 @@ async def test_server_vad_ends_the_same_question_at_its_pause(agent, speech_serv
 
 async def test_a_whole_question_is_answered_at_its_first_pause_and_sent_once_confirmed(echoing, speech_server):
     """With `semantic_vad` a finished question's answer starts at its first pause, unheard:
-    after 500 ms of silence the LLM has been asked and nothing of the turn's end or its
-    answer was sent; once the silence reaches `eagerness`'s 1,000 ms the turn is committed
-    and that same answer (no second LLM request) is sent, its events in the API's order.
-    `server_vad` commits nothing on 300 ms of silence."""
+    after 200 ms of silence the LLM has been asked and nothing of the turn's end or its
+    answer was sent; the audio (Smart Turn) and the words (SmolLM2) both judge it finished,
+    so once the silence reaches `eagerness`'s sure 300 ms (at 400 ms here, where a verdict of
+    one of them alone waits 1,000 ms) the turn is committed and that same answer (no second
+    LLM request) is sent, its events in the API's order. `server_vad` commits nothing on
+    300 ms of silence."""
     agent, llm = echoing
     question = trimmed(spoken(speech_server, "What is the capital of France?"))
     async with calling(agent) as caller:
         await caller.detect({"type": "semantic_vad"})
         asked = len(llm.requests)
-        heard = kinds(await caller.say(silence(0.5) + question + silence(0.5)))
+        heard = kinds(await caller.say(silence(0.5) + question + silence(0.2)))
         assert heard == ["input_audio_buffer.speech_started", "session.updated"], heard
         async with asyncio.timeout(60):
             while len(llm.requests) == asked:
                 await asyncio.sleep(0.02)
         assert "capital of france" in echo(llm.requests[-1]["messages"]).lower()
-        heard = await caller.say(silence(0.6))
+        heard = await caller.say(silence(0.2))
+        assert "input_audio_buffer.committed" in kinds(heard), kinds(heard)
         events = heard + await caller.until("response.done")
         firsts = [kinds(events).index(kind) for kind in ORDER]
         assert firsts == sorted(firsts), kinds(events)
@@ -177,12 +181,13 @@ async def test_a_speaker_who_goes_on_after_a_pause_judged_finished_hears_nothing
 ):
     """A whole sentence, a pause of 700 ms (judged finished: its answer is prepared), then
     more: the held answer is dropped unheard; the one turn is answered once, its question
-    both sentences."""
+    both sentences. `eagerness` low: its confirmations (800 ms sure, 1,500 ms) outlast the
+    pause, which `auto`'s sure 300 ms would not."""
     agent, llm = echoing
     first = trimmed(spoken(speech_server, "I have a question about France."))
     second = trimmed(spoken(speech_server, "What is its capital?"))
     async with calling(agent) as caller:
-        await caller.detect({"type": "semantic_vad"})
+        await caller.detect({"type": "semantic_vad", "eagerness": "low"})
         asked = len(llm.requests)
         heard = await caller.say(silence(0.3) + first + silence(0.7) + second + silence(1.2))
         events = heard + await caller.until("response.done")

@@ -113,14 +113,18 @@ def _word_ends(text: str, piece: SpokenPiece) -> list[tuple[int, float]]:
     return [(m.end(), piece.duration_s * m.end() / len(text)) for m in _TOKEN.finditer(text)]
 
 
+OPENING = "(The conversation begins.)"
+"""The user's message before an answer that opens a conversation unasked (a greeting)."""
+
+
 def chat(turns: Iterable[tuple[str, str]], question: str | None = None) -> Messages:
     """(question, answer) turns, then `question`, as alternating user and assistant messages
     that each have text, starting with the user's, as Bedrock Converse requires (it refuses an
     empty text block, and a conversation that opens with the assistant; chat templates expect
     the same): the question of a turn without an answer (none heard, or the LLM failed) joins
     the next one; an answer nobody asked for (a phone call's greeting, a response created with
-    no user words) joins the answer before it, and is left out where it opens the
-    conversation."""
+    no user words) joins the answer before it, and where it opens the conversation follows
+    `OPENING` as the user's first message, so that the model knows what it already said."""
     messages: Messages = []
     asked: list[str] = []
     for asked_now, answer in [*turns, *([(question, "")] if question is not None else [])]:
@@ -135,6 +139,9 @@ def chat(turns: Iterable[tuple[str, str]], question: str | None = None) -> Messa
         elif messages:
             said = messages[-1]["content"][0]["text"]
             messages[-1] = {"role": "assistant", "content": [{"text": f"{said} {answer}"}]}
+        else:
+            messages.append({"role": "user", "content": [{"text": OPENING}]})
+            messages.append({"role": "assistant", "content": [{"text": answer}]})
     if asked:
         messages.append({"role": "user", "content": [{"text": "\n".join(asked)}]})
     return messages

@@ -83,7 +83,8 @@ class AgentSettings:
     (see `ChunkSchedule`); `asr_model` is the Whisper model of voice input, a directory or
     Hugging Face id (None: `speech_input.default_asr_model`); `turn_model` is Smart Turn
     v3's ONNX file for `semantic_vad` (None: the one in an installed pipecat-ai, see
-    `realtime.end_of_turn`). `api_key`, `cors_origins` and
+    `realtime.end_of_turn`), `turn_text_model` the GGUF chat model that judges its words
+    (None: the local LLM's SmolLM2; "off": none, punctuation judges). `api_key`, `cors_origins` and
     `allowed_hosts` are the agent's own access policy (`voicestream.access`);
     `speech_api_key` is the key the agent sends to the speech server (as a header);
     `conversations` bound what is remembered of each conversation (see
@@ -107,6 +108,7 @@ class AgentSettings:
     speech_api_key: str | None = None
     asr_model: str | None = None
     turn_model: str | None = None
+    turn_text_model: str | None = None
     conversations: ConversationLimits = field(default_factory=ConversationLimits)
     telephony: TelephonySettings = field(default_factory=TelephonySettings)
 
@@ -159,6 +161,7 @@ class AgentSettings:
             speech_api_key=env.get("VOICESTREAM_SPEECH_API_KEY") or None,
             asr_model=env.get("VOICESTREAM_ASR_MODEL") or None,
             turn_model=env.get("VOICESTREAM_TURN_MODEL") or None,
+            turn_text_model=env.get("VOICESTREAM_TURN_TEXT_MODEL") or None,
             telephony=TelephonySettings.from_env(env),
         )
         chosen = {k: v for k, v in overrides.items() if v is not None}

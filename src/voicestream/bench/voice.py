@@ -521,28 +521,34 @@ def measure_voice(
             turns = [_scored(turn, transcribe, advance) for turn in turns]
     said = [*texts, *(h.text for h in hesitations)]
     session_s = sum(len(utterances[text].pcm) for text in said) / 2 / RATE
-    notes = _notes(turns, barge_ins, late_s) + _smart_turn_cost(session_s)
+    notes = _notes(turns, barge_ins, late_s) + _end_of_turn_cost(session_s)
     return VoiceReport(turns, barge_ins, context, notes)
 
 
-def _smart_turn_cost(spoken_s: float) -> list[str]:
-    """What Smart Turn cost in this process (the agent runs here: only the semantic_vad
-    session runs it), against the `spoken_s` of questions that session heard."""
-    from voicestream.agent.realtime.end_of_turn import SmartTurn, TurnModelUnavailable
+def _end_of_turn_cost(spoken_s: float) -> list[str]:
+    """What the end-of-turn models (Smart Turn on the audio, the words' model) cost in this
+    process (the agent runs here: only the semantic_vad session runs them), against the
+    `spoken_s` of questions that session heard."""
+    from voicestream.agent.realtime.end_of_turn import SmartTurn, TextTurn, TurnModelUnavailable
 
-    try:
-        model = SmartTurn.load()
-    except TurnModelUnavailable:
-        return []
-    if not model.runs:
-        return []
-    each_ms = 1000 * model.cpu_s / model.runs
-    share = 100 * model.cpu_s / spoken_s
-    cost = (
-        f"Smart Turn: {model.runs} runs (one per pause), {each_ms:,.0f} ms of CPU each; "
-        f"{share:.1f} % of one core over the {spoken_s:.0f} s the questions last"
-    )
-    return [cost]
+    models: list[tuple[str, SmartTurn | TextTurn]] = []
+    for name, load in (("Smart Turn", SmartTurn.load), ("the words' model", TextTurn.load)):
+        try:
+            models.append((name, load()))
+        except TurnModelUnavailable:
+            continue
+    lines = []
+    for name, model in models:
+        if model.runs:
+            each_ms = 1000 * model.cpu_s / model.runs
+            lines.append(
+                f"{name}: {model.runs} runs, {each_ms:,.0f} ms of CPU each; "
+                f"{100 * model.cpu_s / spoken_s:.1f} % of one core over the {spoken_s:.0f} s the questions last"
+            )
+    if len(lines) == 2:
+        total = sum(model.cpu_s for _, model in models)
+        lines.append(f"end-of-turn models together: {100 * total / spoken_s:.1f} % of one core")
+    return lines
 
 
 def turn_detection(detection: str, silence_ms: int) -> dict[str, Any]:

@@ -54,6 +54,14 @@ TurnModel = Annotated[
         "VOICESTREAM_TURN_MODEL, else the one in an installed pipecat-ai; without it, server_vad serves it).",
     ),
 ]
+TurnTextModel = Annotated[
+    str | None,
+    typer.Option(
+        "--turn-text-model",
+        help="The GGUF chat model that judges whether semantic_vad's words are finished (default: "
+        "VOICESTREAM_TURN_TEXT_MODEL, else the local LLM's SmolLM2 when installed; 'off': punctuation judges).",
+    ),
+]
 
 
 @app.command()
@@ -128,6 +136,7 @@ def agent(
     log_json: LogJson = False,
     asr_model: AsrModel = None,
     turn_model: TurnModel = None,
+    turn_text_model: TurnTextModel = None,
     public_url: Annotated[
         str | None,
         typer.Option("--public-url", envvar="VOICESTREAM_PUBLIC_URL",
@@ -189,7 +198,7 @@ def agent(
             max_tokens=max_tokens, llm_threads=llm_threads, first_clause_words=first_clause_words,
             chunk_sentences=sentences, api_key=api_key, cors_origins=tuple(cors_origin) if cors_origin else None,
             allowed_hosts=parse_names(allowed_host) or None, speech_api_key=speech_api_key, asr_model=asr_model,
-            turn_model=turn_model,
+            turn_model=turn_model, turn_text_model=turn_text_model,
         )
         telephony = TelephonySettings.from_env(
             os.environ, public_url=public_url, twilio_auth_token=twilio_auth_token,

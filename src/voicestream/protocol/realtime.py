@@ -109,14 +109,18 @@ EAGERNESS_CONFIRM_MS: Mapping[str, int] = {"low": 1500, "medium": 1000, "high": 
 `eagerness`: a speaker who only paused (600 to 900 ms, to find a word) goes on within it. Its
 answer is prepared meanwhile and sent when the turn ends (or dropped unheard when the speaker
 goes on), so where an answer takes longer than this to prepare the wait costs nothing."""
+EAGERNESS_SURE_MS: Mapping[str, int] = {"low": 800, "medium": 300, "high": 200, "auto": 300}
+"""The same where the audio and the words both say the turn is finished (a sure verdict):
+a hesitation after a word that leaves the sentence open is not judged so by the words."""
 
 
 class SemanticVad(_Model):
     """Turn detection that asks whether the turn is finished: at each pause in the speech an
     end-of-turn model (the audio) and the words heard so far judge it; a finished turn ends
-    there once the silence has lasted `confirm_ms` (the answer is prepared meanwhile), an
-    unfinished one waits for more speech, at most `max_pause_ms` (both by `eagerness`).
-    Speech is found as `server_vad` finds it, with its defaults."""
+    there once the silence has lasted `confirm_ms` (`sure_ms` where the audio and the words
+    agree; the answer is prepared meanwhile), an unfinished one waits for more speech, at
+    most `max_pause_ms` (all by `eagerness`). Speech is found as `server_vad` finds it, with
+    its defaults."""
 
     type: Literal["semantic_vad"] = "semantic_vad"
     eagerness: Literal["low", "medium", "high", "auto"] = "auto"
@@ -133,6 +137,10 @@ class SemanticVad(_Model):
     @property
     def confirm_ms(self) -> int:
         return EAGERNESS_CONFIRM_MS[self.eagerness]
+
+    @property
+    def sure_ms(self) -> int:
+        return EAGERNESS_SURE_MS[self.eagerness]
 
     def as_server_vad(self) -> ServerVad:
         """The server VAD that stands in where the end-of-turn model is not installed."""

@@ -28,9 +28,11 @@ from voicestream.agent.realtime.codecs import InputDecoder
 from voicestream.agent.realtime.conversation import RealtimeConversation
 from voicestream.agent.realtime.end_of_turn import (
     SmartTurn,
+    TextTurn,
     TurnModelUnavailable,
     Verdict,
     verdict,
+    words_verdict,
 )
 from voicestream.agent.realtime.responder import AnswerSetup, Response, Scripted
 from voicestream.agent.realtime.turns import InputAudio
@@ -130,6 +132,8 @@ class RealtimeSession:
         self._drop = drop
         self._end_of_turn: SmartTurn | None = None
         """Smart Turn, once a session asks for `semantic_vad`."""
+        self._text_turn: TextTurn | None = None
+        """The words' end-of-turn model with it, where it is installed."""
         try:
             self.audio = self._input_audio(0)
         except RealtimeError:  # no faster-whisper here (the slim image): manual turns
@@ -238,6 +242,7 @@ class RealtimeSession:
         if isinstance(detection, SemanticVad):
             try:
                 self._end_of_turn = SmartTurn.load(self.service.settings.turn_model)
+                self._text_turn = TextTurn.load_optional(self.service.settings.turn_text_model)
             except TurnModelUnavailable as error:
                 logger.warning("semantic_vad is served by server_vad here: %s", error)
                 detection = detection.as_server_vad()
@@ -293,7 +298,7 @@ class RealtimeSession:
             if held is None:
                 return
             judged = await self._verdict(held.ms) if isinstance(held, Pause) else None
-            if judged is Verdict.FINISHED:
+            if judged in (Verdict.FINISHED, Verdict.SURE):
                 await self._speculate(held.ms)
             turns = self.audio.go_on(judged)
 
@@ -328,22 +333,28 @@ class RealtimeSession:
 
     async def _verdict(self, speech_end_ms: int) -> Verdict:
         """Is the turn, paused after speech that ended at `speech_end_ms`, finished? Smart
-        Turn on the audio heard and the pause's Whisper pass (`_transcribe_early`), at once."""
+        Turn on the audio heard and the pause's Whisper pass (`_transcribe_early`), at once;
+        then, where the rules leave the words open, the words' model on what Whisper heard."""
         assert self._end_of_turn is not None  # loaded with the semantic VAD's buffer
         early = self._early[2] if self._early and self._early[1] == speech_end_ms else None
+        text_probability = None
         try:
             async with asyncio.timeout(VERDICT_WAIT_S):
                 probability = await self._end_of_turn.probability_async(self.audio.peek())
                 if early is not None:
                     await asyncio.wait({early})  # not `await early`: its failure is not ours
+                heard = early is not None and not early.cancelled() and early.exception() is None
+                transcript = early.result() if heard and early is not None else None
+                if transcript is not None and self._text_turn is not None and words_verdict(transcript, False) is None:
+                    text_probability = await self._text_turn.probability_async(transcript)
         except TimeoutError:
             logger.warning("no verdict on a pause within %g s: the turn goes on", VERDICT_WAIT_S)
             return Verdict.GOES_ON
-        heard = early is not None and not early.cancelled() and early.exception() is None
-        judged = verdict(probability, early.result() if heard else None)
+        judged = verdict(probability, transcript, text_probability)
         logger.debug(
-            "a pause at %d ms: Smart Turn %.2f, heard %r: %s",
-            speech_end_ms, probability, early.result() if heard else None, judged.value,
+            "a pause at %d ms: Smart Turn %.2f, heard %r, words %s: %s",
+            speech_end_ms, probability, transcript,
+            "-" if text_probability is None else f"{text_probability:.2f}", judged.value,
         )
         return judged
 

@@ -35,7 +35,9 @@ class InputAudio:
         self.vad = vad
         self.detector = None
         if isinstance(vad, SemanticVad):
-            self.detector = TurnDetector(vad.threshold, vad.max_pause_ms, judged=True, confirm_ms=vad.confirm_ms)
+            self.detector = TurnDetector(
+                vad.threshold, vad.max_pause_ms, judged=True, confirm_ms=vad.confirm_ms, sure_ms=vad.sure_ms
+            )
         elif vad is not None:
             self.detector = TurnDetector(vad.threshold, vad.silence_duration_ms)
         self.start_ms = start_ms

@@ -12,8 +12,8 @@ Judged (`semantic_vad`), a pause is a question: the detector holds the audio aft
 `decide` is given the verdict (`end_of_turn`), so that a turn ends where it was judged
 finished in the audio's own time, however long the verdict took, and what follows is heard
 after it; the silence duration is then the longest an unfinished turn may pause. A pause
-judged finished ends the turn once its silence lasts `confirm_ms` (at once with 0); speech
-before then is `Resumed` and the turn goes on. Speech
+judged finished ends the turn once its silence lasts `confirm_ms` (`sure_ms` where the verdict
+is sure; at once with 0); speech before then is `Resumed` and the turn goes on. Speech
 starts only after `MIN_SPEECH_WINDOWS` windows of it in a row (a click or a beep is one).
 Either way the detector also holds after each end of a turn, until the turn has been taken
 from the buffer (`go_on`): what follows belongs to the next turn.
@@ -151,7 +151,12 @@ class TurnDetector:
     waits for its verdict (`decide`)."""
 
     def __init__(
-        self, threshold: float, silence_duration_ms: int, judged: bool = False, confirm_ms: int = 0
+        self,
+        threshold: float,
+        silence_duration_ms: int,
+        judged: bool = False,
+        confirm_ms: int = 0,
+        sure_ms: int | None = None,
     ) -> None:
         self.threshold = threshold
         self.silence_duration_ms = silence_duration_ms
@@ -159,7 +164,11 @@ class TurnDetector:
         self.confirm_ms = confirm_ms
         """Judged finished, the turn ends once its silence has lasted this long (at once with
         0); speech before then is `Resumed`."""
+        self.sure_ms = confirm_ms if sure_ms is None else min(sure_ms, confirm_ms)
+        """The same, judged sure."""
         self.confirming = False
+        self._confirm_ms = confirm_ms
+        """The silence the turn being confirmed waits for."""
         self.pause_ms = min(PAUSE_MS, silence_duration_ms // 2)
         self.min_speech = MIN_SPEECH_WINDOWS if judged else 1
         self.vad = SileroVad()
@@ -195,12 +204,15 @@ class TurnDetector:
         if verdict is Verdict.GOES_ON:
             self.holding = None
             return self._hear()
-        if verdict is Verdict.FINISHED and self.confirm_ms > 0:
+        finished = verdict in (Verdict.FINISHED, Verdict.SURE)
+        wait = self.sure_ms if verdict is Verdict.SURE else self.confirm_ms
+        if finished and wait > 0:
             self.holding = None
             self.confirming = True
+            self._confirm_ms = wait
             return self._hear()
         self.speaking = False
-        self.holding = SpeechStop(ms) if verdict is Verdict.FINISHED else NoWords(ms)
+        self.holding = SpeechStop(ms) if finished else NoWords(ms)
         return [self.holding]
 
     def go_on(self) -> list[TurnEvent]:
@@ -236,7 +248,7 @@ class TurnDetector:
             if not self.speaking or probability >= self.threshold - HYSTERESIS:
                 continue
             silent_ms = start_ms + WINDOW_MS - self.last_speech_ms
-            if silent_ms >= self.silence_duration_ms or (self.confirming and silent_ms >= self.confirm_ms):
+            if silent_ms >= self.silence_duration_ms or (self.confirming and silent_ms >= self._confirm_ms):
                 self.speaking = self.confirming = False
                 self.holding = SpeechStop(self.last_speech_ms)
                 events.append(self.holding)

@@ -27,6 +27,7 @@ from voicestream.agent.conversation import Turn
 from voicestream.agent.realtime.codecs import InputDecoder
 from voicestream.agent.realtime.conversation import RealtimeConversation
 from voicestream.agent.realtime.end_of_turn import (
+    FINISHED_PROBABILITY,
     SmartTurn,
     TextTurn,
     TurnModelUnavailable,
@@ -297,9 +298,7 @@ class RealtimeSession:
             held = self.audio.holding
             if held is None:
                 return
-            judged = await self._verdict(held.ms) if isinstance(held, Pause) else None
-            if judged in (Verdict.FINISHED, Verdict.SURE):
-                await self._speculate(held.ms)
+            judged = await self._judge(held.ms) if isinstance(held, Pause) else None
             turns = self.audio.go_on(judged)
 
     async def _on_turn(self, turn: TurnEvent) -> None:
@@ -331,24 +330,33 @@ class RealtimeSession:
         elif isinstance(turn, Resumed):  # the pause judged finished was not the end
             self._drop_speculation()
 
-    async def _verdict(self, speech_end_ms: int) -> Verdict:
+    async def _judge(self, speech_end_ms: int) -> Verdict:
         """Is the turn, paused after speech that ended at `speech_end_ms`, finished? Smart
         Turn on the audio heard and the pause's Whisper pass (`_transcribe_early`), at once;
-        then, where the rules leave the words open, the words' model on what Whisper heard."""
+        then, where the rules leave the words open, the words' model on what Whisper heard. A
+        turn judged finished has its answer started (`_speculate`): where the audio says
+        finished, before the words' model runs, since the words can only make that verdict
+        sure."""
         assert self._end_of_turn is not None  # loaded with the semantic VAD's buffer
         early = self._early[2] if self._early and self._early[1] == speech_end_ms else None
         text_probability = None
+        transcript = None
+        started = False
         try:
             async with asyncio.timeout(VERDICT_WAIT_S):
                 probability = await self._end_of_turn.probability_async(self.audio.peek())
                 if early is not None:
                     await asyncio.wait({early})  # not `await early`: its failure is not ours
-                heard = early is not None and not early.cancelled() and early.exception() is None
-                transcript = early.result() if heard and early is not None else None
+                    if not early.cancelled() and early.exception() is None:
+                        transcript = early.result()
                 if transcript is not None and self._text_turn is not None and words_verdict(transcript, False) is None:
+                    if probability >= FINISHED_PROBABILITY:
+                        await self._speculate(speech_end_ms)
+                        started = True
                     text_probability = await self._text_turn.probability_async(transcript)
         except TimeoutError:
             logger.warning("no verdict on a pause within %g s: the turn goes on", VERDICT_WAIT_S)
+            self._drop_speculation()
             return Verdict.GOES_ON
         judged = verdict(probability, transcript, text_probability)
         logger.debug(
@@ -356,6 +364,8 @@ class RealtimeSession:
             speech_end_ms, probability, transcript,
             "-" if text_probability is None else f"{text_probability:.2f}", judged.value,
         )
+        if judged in (Verdict.FINISHED, Verdict.SURE) and not started:
+            await self._speculate(speech_end_ms)
         return judged
 
     def _transcribe_early(self, speech_end_ms: int) -> None:

@@ -108,15 +108,12 @@ def words_verdict(transcript: str, closing_required: bool = True) -> Verdict | N
 def verdict(probability: float, transcript: str | None, text_probability: float | None = None) -> Verdict:
     """The turn's verdict from Smart Turn's `probability`, the words heard so far (None:
     Whisper could not say) and `TextTurn`'s `text_probability` of them (None: not asked)."""
+    if transcript is not None:
+        ruled = words_verdict(transcript, closing_required=text_probability is None)
+        if ruled is not None:
+            return ruled
     audio = probability >= FINISHED_PROBABILITY
-    if transcript is None:
-        return Verdict.FINISHED if audio else Verdict.GOES_ON
-    ruled = words_verdict(transcript, closing_required=text_probability is None)
-    if ruled is not None:
-        return ruled
-    if text_probability is None:
-        return Verdict.FINISHED if audio else Verdict.GOES_ON
-    text = text_probability >= TEXT_FINISHED_PROBABILITY
+    text = text_probability is not None and text_probability >= TEXT_FINISHED_PROBABILITY
     if audio and text:
         return Verdict.SURE
     return Verdict.FINISHED if audio or text else Verdict.GOES_ON
@@ -240,7 +237,7 @@ class TextTurn:
 
     def __init__(self, path: Path) -> None:
         try:
-            from llama_cpp import Llama
+            from llama_cpp import Llama, llama_get_logits_ith
         except ImportError:
             raise TurnModelUnavailable("the words' end-of-turn model needs llama-cpp-python") from None
         try:
@@ -250,6 +247,7 @@ class TextTurn:
         self._opening = self._llm.tokenize(self.OPENING.encode(), add_bos=False, special=True)
         ends = [self._llm.tokenize(end.encode(), add_bos=False, special=True) for end in self.ENDS]
         self._ends = sorted({tokens[0] for tokens in ends if len(tokens) == 1})
+        self._logits_ith = llama_get_logits_ith
         self._lock = threading.Lock()
         self.runs = 0
         self.cpu_s = 0.0
@@ -291,7 +289,8 @@ class TextTurn:
             began = time.thread_time()
             self._llm.reset()
             self._llm.eval([*self._opening, *tokens])
-            logits = np.ctypeslib.as_array(self._llm._ctx.get_logits(), shape=(self._llm.n_vocab(),))
+            last = self._logits_ith(self._llm.ctx, -1)  # the last token's: all that was computed
+            logits = np.ctypeslib.as_array(last, shape=(self._llm.n_vocab(),))
             scores = logits.astype(np.float64) - float(logits.max())
             chances = np.exp(scores)
             self.runs += 1

@@ -27,7 +27,6 @@ from voicestream.agent.conversation import Turn
 from voicestream.agent.realtime.codecs import InputDecoder
 from voicestream.agent.realtime.conversation import RealtimeConversation
 from voicestream.agent.realtime.end_of_turn import (
-    FINISHED_PROBABILITY,
     SmartTurn,
     TextTurn,
     TurnModelUnavailable,
@@ -350,7 +349,7 @@ class RealtimeSession:
                     if not early.cancelled() and early.exception() is None:
                         transcript = early.result()
                 if transcript is not None and self._text_turn is not None and words_verdict(transcript, False) is None:
-                    if probability >= FINISHED_PROBABILITY:
+                    if verdict(probability, transcript, 0.0) is Verdict.FINISHED:  # the words can only make it sure
                         await self._speculate(speech_end_ms)
                         started = True
                     text_probability = await self._text_turn.probability_async(transcript)

@@ -166,9 +166,9 @@ class TurnDetector:
         0); speech before then is `Resumed`."""
         self.sure_ms = confirm_ms if sure_ms is None else min(sure_ms, confirm_ms)
         """The same, judged sure."""
-        self.confirming = False
-        self._confirm_ms = confirm_ms
-        """The silence the turn being confirmed waits for."""
+        self.confirming: int | None = None
+        """The silence (ms) a turn judged finished waits for before it ends; None: no turn is
+        being confirmed."""
         self.pause_ms = min(PAUSE_MS, silence_duration_ms // 2)
         self.min_speech = MIN_SPEECH_WINDOWS if judged else 1
         self.vad = SileroVad()
@@ -208,8 +208,7 @@ class TurnDetector:
         wait = self.sure_ms if verdict is Verdict.SURE else self.confirm_ms
         if finished and wait > 0:
             self.holding = None
-            self.confirming = True
-            self._confirm_ms = wait
+            self.confirming = wait
             return self._hear()
         self.speaking = False
         self.holding = SpeechStop(ms) if finished else NoWords(ms)
@@ -232,13 +231,13 @@ class TurnDetector:
             self._window += 1
             if probability >= self.threshold:
                 self._run += 1
-                if self.confirming and self._run < self.min_speech:
+                if self.confirming is not None and self._run < self.min_speech:
                     continue  # a click in the silence confirming a turn does not break it
                 if self.speaking or self._run >= self.min_speech:
                     self.last_speech_ms = start_ms + WINDOW_MS
                     self._paused = False
-                    if self.confirming:
-                        self.confirming = False
+                    if self.confirming is not None:
+                        self.confirming = None
                         events.append(Resumed(start_ms - (self._run - 1) * WINDOW_MS))
                     if not self.speaking:
                         self.speaking = True
@@ -248,8 +247,9 @@ class TurnDetector:
             if not self.speaking or probability >= self.threshold - HYSTERESIS:
                 continue
             silent_ms = start_ms + WINDOW_MS - self.last_speech_ms
-            if silent_ms >= self.silence_duration_ms or (self.confirming and silent_ms >= self._confirm_ms):
-                self.speaking = self.confirming = False
+            if silent_ms >= self.silence_duration_ms or (self.confirming is not None and silent_ms >= self.confirming):
+                self.speaking = False
+                self.confirming = None
                 self.holding = SpeechStop(self.last_speech_ms)
                 events.append(self.holding)
             elif silent_ms >= self.pause_ms and not self._paused:

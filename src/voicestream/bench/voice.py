@@ -27,6 +27,9 @@ questions are trimmed to their speech).
    most), and whether its ``response.done`` says ``cancelled``.
 4. **WER** of each answer: Whisper tiny.en on the answer's audio against its transcript
    (``response.output_audio_transcript.done``), both normalized as in ``bench e2e``.
+5. **The end-of-turn models' CPU** (Smart Turn and the words' model, which only the
+   ``semantic_vad`` session runs): their runs, the CPU of each, and their share of one core over
+   the time the questions last.
 """
 
 from __future__ import annotations
